@@ -1,0 +1,10 @@
+module github.com/istota/istota
+
+go 1.26
+
+ignore ./nextcloud-app/node_modules
+
+require (
+	github.com/BurntSushi/toml v1.6.0 // indirect
+	github.com/mattn/go-sqlite3 v1.14.53 // indirect
+)

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs what building, running and testing Istota needs on Debian 12: Debian packages
+# (when missing), the npm tooling in nextcloud-app/ (the Claude Code CLI, the front-end
+# toolchain) and the Go modules. Safe to run again: it only installs what is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+apt_packages=(
+  bubblewrap          # the per-task sandbox
+  php-cli php-xml php-mbstring php-sqlite3 php-curl
+  phpunit             # PHP tests (Debian's 9.6, no Composer)
+  php-symfony-console php-psr-log php-psr-container
+  libxml2-utils       # xmllint, validates appinfo/info.xml
+  sqlite3
+)
+missing=()
+for p in "${apt_packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  echo "deps: installing ${missing[*]}"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# Agents never run as root: when we are root, they run as this unprivileged account.
+if [ "$(id -u)" -eq 0 ] && ! id -u istota-agent >/dev/null 2>&1; then
+  echo "deps: creating the unprivileged user istota-agent"
+  useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin istota-agent
+fi
+
+if [ ! -x nextcloud-app/node_modules/.bin/claude ] || [ nextcloud-app/package-lock.json -nt nextcloud-app/node_modules/.package-lock.json ]; then
+  echo "deps: npm ci (nextcloud-app)"
+  (cd nextcloud-app && npm ci --no-audit --no-fund --loglevel=error)
+fi
+
+go mod download

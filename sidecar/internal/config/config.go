@@ -1,0 +1,367 @@
+// Package config holds the sidecar's configuration: one struct with defaults, parsed from
+// TOML, overridden by ISTOTA_* environment variables, with *_file indirection for secrets
+// and validation errors that name the field.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+)
+
+// Duration is a time.Duration that reads "15m" style strings from TOML.
+type Duration struct{ time.Duration }
+
+// UnmarshalText parses a Go duration string.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return err
+	}
+	d.Duration = v
+	return nil
+}
+
+// MarshalText renders the duration as a Go duration string.
+func (d Duration) MarshalText() ([]byte, error) { return []byte(d.Duration.String()), nil }
+
+// Config is the whole sidecar configuration. Fields tagged secret:"true" are never
+// printed by Redacted and may be given through a matching *_file key.
+type Config struct {
+	// DataDir holds the database, the workspace mirrors and generated secrets.
+	DataDir string `toml:"data_dir" env:"ISTOTA_DATA_DIR"`
+
+	Server    Server    `toml:"server"`
+	Database  Database  `toml:"database"`
+	Nextcloud Nextcloud `toml:"nextcloud"`
+	Talk      Talk      `toml:"talk"`
+	Brain     Brain     `toml:"brain"`
+	Workers   Workers   `toml:"workers"`
+	Sandbox   Sandbox   `toml:"sandbox"`
+	Log       Log       `toml:"log"`
+}
+
+// Server is the HTTP API the Nextcloud app calls.
+type Server struct {
+	Listen string `toml:"listen" env:"ISTOTA_LISTEN"`
+	// MaxBodyBytes bounds every request body.
+	MaxBodyBytes int64 `toml:"max_body_bytes" env:"ISTOTA_MAX_BODY_BYTES"`
+}
+
+// Database is the embedded SQLite store.
+type Database struct {
+	Path string `toml:"path" env:"ISTOTA_DATABASE_PATH"`
+}
+
+// Nextcloud is how the sidecar reaches Nextcloud and how the app reaches the sidecar.
+type Nextcloud struct {
+	URL              string `toml:"url" env:"ISTOTA_NEXTCLOUD_URL"`
+	SharedSecret     string `toml:"shared_secret" env:"ISTOTA_SHARED_SECRET" secret:"true"`
+	SharedSecretFile string `toml:"shared_secret_file" env:"ISTOTA_SHARED_SECRET_FILE"`
+	// RequestTimeout bounds each call to Nextcloud.
+	RequestTimeout Duration `toml:"request_timeout" env:"ISTOTA_NEXTCLOUD_REQUEST_TIMEOUT"`
+}
+
+// Talk is the bot identity in Nextcloud Talk.
+type Talk struct {
+	BotName       string `toml:"bot_name" env:"ISTOTA_BOT_NAME"`
+	BotSecret     string `toml:"bot_secret" env:"ISTOTA_BOT_SECRET" secret:"true"`
+	BotSecretFile string `toml:"bot_secret_file" env:"ISTOTA_BOT_SECRET_FILE"`
+	// ProgressInterval is the minimum gap between progress messages of one task.
+	ProgressInterval Duration `toml:"progress_interval" env:"ISTOTA_PROGRESS_INTERVAL"`
+	// MaxProgressMessages caps progress messages per task.
+	MaxProgressMessages int `toml:"max_progress_messages" env:"ISTOTA_MAX_PROGRESS_MESSAGES"`
+	// ContextMessages is how many recent messages of a conversation go into the prompt.
+	ContextMessages int `toml:"context_messages" env:"ISTOTA_CONTEXT_MESSAGES"`
+}
+
+// Brain selects and configures the agent.
+type Brain struct {
+	Kind        string   `toml:"kind" env:"ISTOTA_BRAIN"`
+	ClaudePath  string   `toml:"claude_path" env:"ISTOTA_CLAUDE_PATH"`
+	Model       string   `toml:"model" env:"ISTOTA_MODEL"`
+	APIBaseURL  string   `toml:"api_base_url" env:"ISTOTA_API_BASE_URL"`
+	APIKey      string   `toml:"api_key" env:"ISTOTA_API_KEY" secret:"true"`
+	APIKeyFile  string   `toml:"api_key_file" env:"ISTOTA_API_KEY_FILE"`
+	MaxTurns    int      `toml:"max_turns" env:"ISTOTA_MAX_TURNS"`
+	TaskTimeout Duration `toml:"task_timeout" env:"ISTOTA_TASK_TIMEOUT"`
+}
+
+// Workers sizes the worker pool.
+type Workers struct {
+	Max                 int `toml:"max" env:"ISTOTA_WORKERS"`
+	ReservedInteractive int `toml:"reserved_interactive" env:"ISTOTA_RESERVED_INTERACTIVE"`
+}
+
+// Sandbox configures the per-task bubblewrap sandbox.
+type Sandbox struct {
+	// Unsandboxed runs agents without bwrap. Development only: refused for more than
+	// one user unless AllowUnsandboxedMultiUser is also set.
+	Unsandboxed bool   `toml:"unsandboxed" env:"ISTOTA_UNSANDBOXED"`
+	BwrapPath   string `toml:"bwrap_path" env:"ISTOTA_BWRAP_PATH"`
+	// AgentUser is the unprivileged account agents run as when the sidecar itself runs
+	// as root (it should not; the systemd unit uses its own user).
+	AgentUser string `toml:"agent_user" env:"ISTOTA_AGENT_USER"`
+}
+
+// Log configures slog output.
+type Log struct {
+	Level  string `toml:"level" env:"ISTOTA_LOG_LEVEL"`
+	Format string `toml:"format" env:"ISTOTA_LOG_FORMAT"`
+}
+
+// Default returns a configuration that runs out of the box on one machine.
+func Default() Config {
+	return Config{
+		DataDir: "var",
+		Server:  Server{Listen: "127.0.0.1:8765", MaxBodyBytes: 1 << 20},
+		Nextcloud: Nextcloud{
+			URL:            "http://127.0.0.1",
+			RequestTimeout: Duration{15 * time.Second},
+		},
+		Talk: Talk{
+			BotName:             "Istota",
+			ProgressInterval:    Duration{8 * time.Second},
+			MaxProgressMessages: 5,
+			ContextMessages:     20,
+		},
+		Brain: Brain{
+			Kind:        "claude",
+			ClaudePath:  "claude",
+			APIBaseURL:  "https://api.anthropic.com",
+			MaxTurns:    30,
+			TaskTimeout: Duration{15 * time.Minute},
+		},
+		Workers: Workers{Max: 4, ReservedInteractive: 1},
+		Sandbox: Sandbox{BwrapPath: "bwrap", AgentUser: "istota-agent"},
+		Log:     Log{Level: "info", Format: "text"},
+	}
+}
+
+// Load reads the TOML file at path (an empty path means defaults only), applies the
+// environment, resolves *_file secrets and validates. env is usually os.Environ().
+func Load(path string, env []string) (Config, error) {
+	cfg := Default()
+	if path != "" {
+		md, err := toml.DecodeFile(path, &cfg)
+		if err != nil {
+			return Config{}, fmt.Errorf("config %s: %w", path, err)
+		}
+		if undecoded := md.Undecoded(); len(undecoded) > 0 {
+			keys := make([]string, len(undecoded))
+			for i, k := range undecoded {
+				keys[i] = k.String()
+			}
+			return Config{}, fmt.Errorf("config %s: unknown keys: %s", path, strings.Join(keys, ", "))
+		}
+		// Relative paths in the file are relative to the file, not to the working directory.
+		if cfg.DataDir != "" && !filepath.IsAbs(cfg.DataDir) {
+			cfg.DataDir = filepath.Join(filepath.Dir(path), cfg.DataDir)
+		}
+	}
+	if err := applyEnv(&cfg, env); err != nil {
+		return Config{}, err
+	}
+	if err := cfg.resolveSecretFiles(); err != nil {
+		return Config{}, err
+	}
+	if cfg.Database.Path == "" {
+		cfg.Database.Path = filepath.Join(cfg.DataDir, "istota.db")
+	}
+	if err := cfg.Validate(); err != nil {
+		return Config{}, err
+	}
+	return cfg, nil
+}
+
+// FieldError names the configuration key that is wrong.
+type FieldError struct {
+	Field   string
+	Message string
+}
+
+func (e *FieldError) Error() string { return "config: " + e.Field + ": " + e.Message }
+
+// Validate checks every field and returns all problems at once.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, &FieldError{Field: field, Message: fmt.Sprintf(format, args...)})
+	}
+	if c.DataDir == "" {
+		bad("data_dir", "must not be empty")
+	}
+	if _, _, err := net.SplitHostPort(c.Server.Listen); err != nil {
+		bad("server.listen", "want host:port, got %q", c.Server.Listen)
+	}
+	if c.Server.MaxBodyBytes < 1024 {
+		bad("server.max_body_bytes", "must be at least 1024")
+	}
+	if u, err := url.Parse(c.Nextcloud.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		bad("nextcloud.url", "want an http(s) URL, got %q", c.Nextcloud.URL)
+	}
+	if s := c.Nextcloud.SharedSecret; s != "" && len(s) < 32 {
+		bad("nextcloud.shared_secret", "must be at least 32 characters")
+	}
+	if s := c.Talk.BotSecret; s != "" && (len(s) < 40 || len(s) > 128) {
+		bad("talk.bot_secret", "must be 40 to 128 characters (Talk's limit)")
+	}
+	if n := len(c.Talk.BotName); n < 1 || n > 64 {
+		bad("talk.bot_name", "must be 1 to 64 bytes")
+	}
+	if c.Talk.ProgressInterval.Duration < 0 {
+		bad("talk.progress_interval", "must not be negative")
+	}
+	if c.Talk.MaxProgressMessages < 0 {
+		bad("talk.max_progress_messages", "must not be negative")
+	}
+	if c.Talk.ContextMessages < 0 || c.Talk.ContextMessages > 500 {
+		bad("talk.context_messages", "must be 0 to 500")
+	}
+	if c.Brain.Kind != "claude" {
+		bad("brain.kind", "unknown brain %q (supported: claude)", c.Brain.Kind)
+	}
+	if c.Brain.ClaudePath == "" {
+		bad("brain.claude_path", "must not be empty")
+	}
+	if u, err := url.Parse(c.Brain.APIBaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		bad("brain.api_base_url", "want an http(s) URL, got %q", c.Brain.APIBaseURL)
+	}
+	if c.Brain.MaxTurns < 1 {
+		bad("brain.max_turns", "must be at least 1")
+	}
+	if c.Brain.TaskTimeout.Duration < time.Second {
+		bad("brain.task_timeout", "must be at least 1s")
+	}
+	if c.Workers.Max < 1 {
+		bad("workers.max", "must be at least 1")
+	}
+	if c.Workers.ReservedInteractive < 0 || c.Workers.ReservedInteractive >= c.Workers.Max && c.Workers.Max > 1 {
+		bad("workers.reserved_interactive", "must be between 0 and workers.max-1")
+	}
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		bad("log.level", "want debug, info, warn or error, got %q", c.Log.Level)
+	}
+	switch c.Log.Format {
+	case "text", "json":
+	default:
+		bad("log.format", "want text or json, got %q", c.Log.Format)
+	}
+	return errors.Join(errs...)
+}
+
+// resolveSecretFiles reads secrets given as *_file. A secret given both ways is an error,
+// so an admin never wonders which one is in effect.
+func (c *Config) resolveSecretFiles() error {
+	pairs := []struct {
+		field string
+		value *string
+		file  string
+	}{
+		{"nextcloud.shared_secret", &c.Nextcloud.SharedSecret, c.Nextcloud.SharedSecretFile},
+		{"talk.bot_secret", &c.Talk.BotSecret, c.Talk.BotSecretFile},
+		{"brain.api_key", &c.Brain.APIKey, c.Brain.APIKeyFile},
+	}
+	for _, p := range pairs {
+		if p.file == "" {
+			continue
+		}
+		if *p.value != "" {
+			return &FieldError{Field: p.field, Message: "set both directly and through " + p.field + "_file; keep one"}
+		}
+		b, err := os.ReadFile(p.file)
+		if err != nil {
+			return &FieldError{Field: p.field + "_file", Message: fmt.Sprintf("cannot read: %v", errors.Unwrap(err))}
+		}
+		*p.value = strings.TrimSpace(string(b))
+	}
+	return nil
+}
+
+// applyEnv walks the struct and sets every field whose env tag is present in env.
+func applyEnv(cfg *Config, env []string) error {
+	vars := map[string]string{}
+	for _, kv := range env {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			vars[k] = v
+		}
+	}
+	return walk(reflect.ValueOf(cfg).Elem(), func(f reflect.StructField, v reflect.Value) error {
+		name := f.Tag.Get("env")
+		raw, ok := vars[name]
+		if name == "" || !ok {
+			return nil
+		}
+		switch v.Interface().(type) {
+		case string:
+			v.SetString(raw)
+		case int, int64:
+			n, err := strconv.ParseInt(raw, 10, 64)
+			if err != nil {
+				return fmt.Errorf("config: %s: want an integer, got %q", name, raw)
+			}
+			v.SetInt(n)
+		case bool:
+			b, err := strconv.ParseBool(raw)
+			if err != nil {
+				return fmt.Errorf("config: %s: want true or false, got %q", name, raw)
+			}
+			v.SetBool(b)
+		case Duration:
+			d, err := time.ParseDuration(raw)
+			if err != nil {
+				return fmt.Errorf("config: %s: want a duration like 30s, got %q", name, raw)
+			}
+			v.Set(reflect.ValueOf(Duration{d}))
+		default:
+			return fmt.Errorf("config: %s: unsupported field type %s", name, v.Type())
+		}
+		return nil
+	})
+}
+
+func walk(v reflect.Value, fn func(reflect.StructField, reflect.Value) error) error {
+	t := v.Type()
+	for i := 0; i < t.NumField(); i++ {
+		f, fv := t.Field(i), v.Field(i)
+		if f.Type.Kind() == reflect.Struct && f.Type != reflect.TypeOf(Duration{}) {
+			if err := walk(fv, fn); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := fn(f, fv); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Redacted renders the configuration as TOML with every secret replaced, for
+// `istota config` and support requests.
+func (c Config) Redacted() string {
+	cp := c
+	_ = walk(reflect.ValueOf(&cp).Elem(), func(f reflect.StructField, v reflect.Value) error {
+		if f.Tag.Get("secret") == "true" && v.String() != "" {
+			v.SetString("<redacted>")
+		}
+		return nil
+	})
+	var buf bytes.Buffer
+	if err := toml.NewEncoder(&buf).Encode(cp); err != nil {
+		return "config: " + err.Error()
+	}
+	return buf.String()
+}

@@ -1,0 +1,180 @@
+// Package prompt assembles what the agent reads for one task: header, persona, the
+// user's memory, the conversation, the request and the channel's guidelines, in that
+// order. It is pure: everything it needs is passed in, so golden tests pin its output.
+package prompt
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// User is the person the task runs for.
+type User struct {
+	ID          string
+	DisplayName string
+	Email       string
+	Timezone    string
+	Language    string
+	IsAdmin     bool
+}
+
+// Message is one message of the conversation shown to the agent.
+type Message struct {
+	ID        int64
+	Author    string
+	FromBot   bool
+	Text      string
+	At        time.Time
+	ReplyToID int64
+}
+
+// Input is everything one prompt is built from.
+type Input struct {
+	BotName   string
+	Now       time.Time
+	User      User
+	Source    string // talk | cli | …
+	Room      string // conversation name, for talk
+	Persona   string // PERSONA.md, or DefaultPersona
+	UserMD    string // USER.md, empty when the user has none
+	Context   []Message
+	ReplyTo   *Message // the message the request replies to, forced in
+	Request   string
+	Workspace string // the agent's working directory inside the sandbox
+}
+
+// DefaultPersona is used until the user writes their own PERSONA.md.
+const DefaultPersona = `You are a helpful, precise assistant. You answer in the language the user writes in.
+You are direct and friendly, you say when you are unsure, and you never invent facts about the user.`
+
+// maxContextChars bounds the conversation section so a chatty room cannot crowd out the request.
+const maxContextChars = 12000
+
+// Build renders the prompt.
+func Build(in Input) string {
+	var b strings.Builder
+	loc := time.UTC
+	if l, err := time.LoadLocation(in.User.Timezone); err == nil && in.User.Timezone != "" {
+		loc = l
+	}
+	name := in.User.DisplayName
+	if name == "" {
+		name = in.User.ID
+	}
+	fmt.Fprintf(&b, "# %s\n\n", in.BotName)
+	fmt.Fprintf(&b, "You are %s, an AI assistant living inside the user's Nextcloud.\n", in.BotName)
+	fmt.Fprintf(&b, "- User: %s (Nextcloud id `%s`)", name, in.User.ID)
+	if in.User.IsAdmin {
+		b.WriteString(", a Nextcloud administrator")
+	}
+	b.WriteString("\n")
+	fmt.Fprintf(&b, "- Now: %s (%s)\n", in.Now.In(loc).Format("Monday, 2 January 2006 15:04"), loc.String())
+	if in.User.Language != "" {
+		fmt.Fprintf(&b, "- Preferred language: %s\n", in.User.Language)
+	}
+	if in.Workspace != "" {
+		fmt.Fprintf(&b, "- Your working directory is %s; files you create there are kept for this user.\n", in.Workspace)
+	}
+	switch in.Source {
+	case "talk":
+		room := in.Room
+		if room == "" {
+			room = "a conversation"
+		}
+		fmt.Fprintf(&b, "- Channel: Nextcloud Talk, conversation %q\n", room)
+	case "":
+	default:
+		fmt.Fprintf(&b, "- Channel: %s\n", in.Source)
+	}
+
+	persona := strings.TrimSpace(in.Persona)
+	if persona == "" {
+		persona = DefaultPersona
+	}
+	section(&b, "Persona", persona)
+
+	if md := strings.TrimSpace(in.UserMD); md != "" {
+		section(&b, "What you know about "+name+" (USER.md)", md)
+	}
+
+	if conv := renderContext(in.Context, in.ReplyTo, in.Now.In(loc)); conv != "" {
+		section(&b, "Conversation so far", conv)
+	}
+
+	req := strings.TrimSpace(in.Request)
+	if in.ReplyTo != nil {
+		req = fmt.Sprintf("(in reply to message #%d)\n%s", in.ReplyTo.ID, req)
+	}
+	section(&b, "Request from "+name, req)
+
+	if g := guidelines(in.Source); g != "" {
+		section(&b, "How to answer", g)
+	}
+	return b.String()
+}
+
+func section(b *strings.Builder, title, body string) {
+	fmt.Fprintf(b, "\n## %s\n\n%s\n", title, body)
+}
+
+// renderContext shows the recent messages, oldest first, and makes sure the replied-to
+// message is present even when it is older than the window.
+func renderContext(msgs []Message, replyTo *Message, now time.Time) string {
+	var lines []string
+	seen := map[int64]bool{}
+	for _, m := range msgs {
+		seen[m.ID] = true
+		lines = append(lines, renderMessage(m, now))
+	}
+	// Trim oldest lines first when over budget.
+	total := 0
+	for _, l := range lines {
+		total += len(l) + 1
+	}
+	for len(lines) > 0 && total > maxContextChars {
+		total -= len(lines[0]) + 1
+		lines = lines[1:]
+	}
+	if replyTo != nil && !seen[replyTo.ID] {
+		lines = append([]string{renderMessage(*replyTo, now) + "  ← the message the request replies to", "…"}, lines...)
+	}
+	return strings.Join(lines, "\n")
+}
+
+func renderMessage(m Message, now time.Time) string {
+	at := m.At.In(now.Location())
+	stamp := at.Format("15:04")
+	if at.Year() != now.Year() || at.YearDay() != now.YearDay() {
+		stamp = at.Format("Mon 2 Jan 15:04")
+	}
+	author := m.Author
+	if m.FromBot {
+		author += " (you)"
+	}
+	text := strings.TrimSpace(m.Text)
+	if r := []rune(text); len(r) > 2000 {
+		text = string(r[:2000]) + "…"
+	}
+	text = strings.ReplaceAll(text, "\n", "\n    ")
+	id := ""
+	if m.ID > 0 {
+		id = fmt.Sprintf("#%d ", m.ID)
+	}
+	return fmt.Sprintf("[%s%s] %s: %s", id, stamp, author, text)
+}
+
+func guidelines(source string) string {
+	switch source {
+	case "talk":
+		return strings.Join([]string{
+			"- Your final answer is posted to the Talk conversation as a reply; write it for a chat: short paragraphs, Markdown is rendered.",
+			"- Do not repeat the request. Lead with the answer; add detail only where it helps.",
+			"- Very long answers are split into several messages; prefer a file in your working directory for long material and say where it is.",
+			"- Other people in the conversation may read your answer: do not disclose the user's private files or memory unless asked in a private conversation.",
+		}, "\n")
+	case "cli":
+		return "- Your final answer is printed in a terminal; plain text or Markdown."
+	}
+	return ""
+}

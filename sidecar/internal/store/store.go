@@ -1,0 +1,198 @@
+// Package store opens the sidecar's SQLite database: one writer connection, a pool of
+// readers, WAL, foreign keys and a busy timeout, with ordered migrations that each run in
+// one transaction. Domain packages own their SQL; this package owns only the connection
+// and the schema.
+package store
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	_ "github.com/mattn/go-sqlite3" // registers the "sqlite3" driver
+)
+
+//go:embed migrations/*.sql
+var migrationFS embed.FS
+
+// ErrNotFound is returned by domain packages when a row does not exist.
+var ErrNotFound = errors.New("not found")
+
+// ErrSchemaTooNew means the database was written by a newer sidecar.
+var ErrSchemaTooNew = errors.New("database schema is newer than this binary")
+
+// DB holds the writer and reader handles. Writes go through Write; everything else may
+// use Read. Both are safe for concurrent use.
+type DB struct {
+	Write *sql.DB
+	Read  *sql.DB
+	path  string
+}
+
+// Open opens (creating if needed) the database at path and applies pending migrations.
+// path ":memory:" is not supported because writer and readers must share one database.
+func Open(ctx context.Context, path string) (*DB, error) {
+	if path == "" || path == ":memory:" {
+		return nil, errors.New("store: a database file path is required")
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("store: create database directory: %w", err)
+	}
+	dsn := func(mode string) string {
+		q := url.Values{}
+		q.Set("_journal_mode", "WAL")
+		q.Set("_foreign_keys", "on")
+		q.Set("_busy_timeout", "10000")
+		q.Set("_synchronous", "NORMAL")
+		q.Set("_txlock", "immediate")
+		if mode != "" {
+			q.Set("mode", mode)
+		}
+		return "file:" + path + "?" + q.Encode()
+	}
+	w, err := sql.Open("sqlite3", dsn("rwc"))
+	if err != nil {
+		return nil, fmt.Errorf("store: open writer: %w", err)
+	}
+	w.SetMaxOpenConns(1)
+	w.SetConnMaxIdleTime(0)
+	if err := w.PingContext(ctx); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	db := &DB{Write: w, path: path}
+	if err := db.migrate(ctx); err != nil {
+		w.Close()
+		return nil, err
+	}
+	r, err := sql.Open("sqlite3", dsn("ro"))
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("store: open readers: %w", err)
+	}
+	r.SetMaxOpenConns(4)
+	db.Read = r
+	// The database holds conversation logs and settings: keep it private to the sidecar.
+	_ = os.Chmod(path, 0o600)
+	return db, nil
+}
+
+// Path is the database file.
+func (db *DB) Path() string { return db.path }
+
+// Close closes both handles.
+func (db *DB) Close() error {
+	var errs []error
+	if db.Read != nil {
+		errs = append(errs, db.Read.Close())
+	}
+	errs = append(errs, db.Write.Close())
+	return errors.Join(errs...)
+}
+
+type migration struct {
+	version int
+	name    string
+	sql     string
+}
+
+func loadMigrations() ([]migration, error) {
+	entries, err := fs.ReadDir(migrationFS, "migrations")
+	if err != nil {
+		return nil, err
+	}
+	var out []migration
+	for _, e := range entries {
+		num, _, ok := strings.Cut(e.Name(), "_")
+		if !ok {
+			return nil, fmt.Errorf("store: migration %q has no version prefix", e.Name())
+		}
+		v, err := strconv.Atoi(num)
+		if err != nil {
+			return nil, fmt.Errorf("store: migration %q: %w", e.Name(), err)
+		}
+		body, err := migrationFS.ReadFile("migrations/" + e.Name())
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, migration{version: v, name: e.Name(), sql: string(body)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].version < out[j].version })
+	for i, m := range out {
+		if m.version != i+1 {
+			return nil, fmt.Errorf("store: migrations must be numbered 1..n without gaps, found %s", m.name)
+		}
+	}
+	return out, nil
+}
+
+// SchemaVersion is the newest schema this binary knows.
+func SchemaVersion() int {
+	ms, err := loadMigrations()
+	if err != nil {
+		return 0
+	}
+	return len(ms)
+}
+
+func (db *DB) migrate(ctx context.Context) error {
+	ms, err := loadMigrations()
+	if err != nil {
+		return err
+	}
+	var current int
+	if err := db.Write.QueryRowContext(ctx, "PRAGMA user_version").Scan(&current); err != nil {
+		return fmt.Errorf("store: read schema version: %w", err)
+	}
+	if current > len(ms) {
+		return fmt.Errorf("%w: database has version %d, this binary knows %d", ErrSchemaTooNew, current, len(ms))
+	}
+	for _, m := range ms[current:] {
+		tx, err := db.Write.BeginTx(ctx, nil)
+		if err != nil {
+			return fmt.Errorf("store: begin migration %s: %w", m.name, err)
+		}
+		if _, err := tx.ExecContext(ctx, m.sql); err != nil {
+			tx.Rollback()
+			return fmt.Errorf("store: migration %s: %w", m.name, err)
+		}
+		if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", m.version)); err != nil {
+			tx.Rollback()
+			return fmt.Errorf("store: record migration %s: %w", m.name, err)
+		}
+		if err := tx.Commit(); err != nil {
+			return fmt.Errorf("store: commit migration %s: %w", m.name, err)
+		}
+	}
+	return nil
+}
+
+// TimeFormat is how every timestamp is stored: UTC, SQLite's own datetime layout with
+// milliseconds, so that values sort as text and compare with datetime('now', …).
+const TimeFormat = "2006-01-02 15:04:05.000"
+
+// FormatTime renders t for storage.
+func FormatTime(t time.Time) string { return t.UTC().Format(TimeFormat) }
+
+// ParseTime reads a stored timestamp; the empty string gives the zero time.
+func ParseTime(s string) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	for _, layout := range []string{TimeFormat, "2006-01-02 15:04:05", time.RFC3339Nano} {
+		if t, err := time.ParseInLocation(layout, s, time.UTC); err == nil {
+			return t, nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("store: bad timestamp %q", s)
+}
