@@ -1,0 +1,151 @@
+package intake
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/istota/istota/sidecar/internal/queue"
+	"github.com/istota/istota/sidecar/internal/store"
+	"github.com/istota/istota/sidecar/internal/talk"
+)
+
+// Talk participant types that may change how the bot behaves in a conversation.
+const (
+	participantOwner     = 1
+	participantModerator = 2
+)
+
+// parseCommand recognises "!name args…" at the start of a message.
+func parseCommand(text string) (name, args string, ok bool) {
+	text = strings.TrimSpace(text)
+	if !strings.HasPrefix(text, "!") || len(text) < 2 {
+		return "", "", false
+	}
+	fields := strings.SplitN(text[1:], " ", 2)
+	name = strings.ToLower(strings.TrimSpace(fields[0]))
+	if name == "" {
+		return "", "", false
+	}
+	if len(fields) == 2 {
+		args = strings.TrimSpace(fields[1])
+	}
+	return name, args, true
+}
+
+// runCommand answers a !command at once, without the agent. It returns the reply text
+// and the running tasks that must be stopped after the transaction commits.
+func (in *Intake) runCommand(ctx context.Context, tx *sql.Tx, name, args string, ev talk.Event, s Sender, c Conversation) (string, []queue.Task, error) {
+	switch name {
+	case "help":
+		return in.helpText(), nil, nil
+	case "status":
+		text, err := in.statusText(ctx, tx, s.UID)
+		return text, nil, err
+	case "stop":
+		return in.stop(ctx, tx, s.UID)
+	case "respond":
+		text, err := in.respond(ctx, tx, args, ev, s, c)
+		return text, nil, err
+	default:
+		return fmt.Sprintf("Unknown command `!%s`. Send `!help` for the list.", name), nil, nil
+	}
+}
+
+func (in *Intake) helpText() string {
+	return strings.Join([]string{
+		"**" + in.opts.BotName + "** answers every message in your private conversation with it, and elsewhere messages that mention @" + in.opts.BotName + ".",
+		"",
+		"Commands (answered at once):",
+		"- `!help` — this list",
+		"- `!status` — your running and queued tasks",
+		"- `!stop` — stop your running task and drop your queued ones",
+		"- `!respond all` / `!respond mentions` — in this conversation, answer every message or only mentions (moderators)",
+	}, "\n")
+}
+
+func (in *Intake) statusText(ctx context.Context, tx *sql.Tx, uid string) (string, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT id, status, prompt, created_at, started_at FROM tasks
+		WHERE user_id = ? AND status IN ('pending','locked','running') ORDER BY id`, uid)
+	if err != nil {
+		return "", fmt.Errorf("status: %w", err)
+	}
+	defer rows.Close()
+	var running, queued []string
+	now := in.opts.Clock()
+	for rows.Next() {
+		var id int64
+		var status, prompt, created, started string
+		if err := rows.Scan(&id, &status, &prompt, &created, &started); err != nil {
+			return "", fmt.Errorf("status: %w", err)
+		}
+		line := fmt.Sprintf("#%d %s", id, excerpt(prompt, 60))
+		if status == "running" || status == "locked" {
+			if t, err := store.ParseTime(started); err == nil && !t.IsZero() {
+				line += fmt.Sprintf(" (running for %s)", now.Sub(t).Round(time.Second))
+			}
+			running = append(running, line)
+		} else {
+			queued = append(queued, line)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return "", fmt.Errorf("status: %w", err)
+	}
+	if len(running) == 0 && len(queued) == 0 {
+		return "Nothing is running or queued for you.", nil
+	}
+	var b strings.Builder
+	if len(running) > 0 {
+		b.WriteString("Running:\n- " + strings.Join(running, "\n- ") + "\n")
+	}
+	if len(queued) > 0 {
+		fmt.Fprintf(&b, "Queued (%d):\n- %s\n", len(queued), strings.Join(queued, "\n- "))
+	}
+	return strings.TrimSpace(b.String()), nil
+}
+
+func (in *Intake) stop(ctx context.Context, tx *sql.Tx, uid string) (string, []queue.Task, error) {
+	cancelled, err := in.queue.CancelUserTx(ctx, tx, uid)
+	if err != nil {
+		return "", nil, fmt.Errorf("stop: %w", err)
+	}
+	if len(cancelled) == 0 {
+		return "Nothing to stop.", nil, nil
+	}
+	var running []queue.Task
+	for _, t := range cancelled {
+		if t.Status == queue.Running || t.Status == queue.Locked {
+			running = append(running, t)
+		}
+	}
+	return fmt.Sprintf("Stopped %d running and dropped %d queued task(s).", len(running), len(cancelled)-len(running)), running, nil
+}
+
+func (in *Intake) respond(ctx context.Context, tx *sql.Tx, args string, ev talk.Event, s Sender, c Conversation) (string, error) {
+	mode := strings.ToLower(strings.TrimSpace(args))
+	if mode != "all" && mode != "mentions" {
+		return "Use `!respond all` or `!respond mentions`.", nil
+	}
+	if !c.Private && ev.ParticipantType != participantOwner && ev.ParticipantType != participantModerator && !s.IsAdmin {
+		return "Only moderators of this conversation can change how I respond here.", nil
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE conversations SET respond_mode = ? WHERE token = ?`, mode, ev.Token); err != nil {
+		return "", fmt.Errorf("respond: %w", err)
+	}
+	if mode == "all" {
+		return "I will answer every message in this conversation.", nil
+	}
+	return "I will answer only messages that mention @" + in.opts.BotName + " or start with `!`.", nil
+}
+
+func excerpt(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}

@@ -1,0 +1,347 @@
+// Package intake turns Talk events forwarded by the Nextcloud app into conversation-log
+// rows, answered !commands and queued tasks. It is idempotent by conversation token and
+// message id: a redelivered event changes nothing.
+package intake
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/istota/istota/sidecar/internal/convlog"
+	"github.com/istota/istota/sidecar/internal/outbox"
+	"github.com/istota/istota/sidecar/internal/queue"
+	"github.com/istota/istota/sidecar/internal/store"
+	"github.com/istota/istota/sidecar/internal/talk"
+)
+
+// Payload is the body of POST /v1/talk/events (docs/app-sidecar-protocol.md).
+type Payload struct {
+	BotURL       string          `json:"bot_url"`
+	Event        json.RawMessage `json:"event"`
+	Sender       *Sender         `json:"sender"`
+	Conversation Conversation    `json:"conversation"`
+	ReceivedAt   string          `json:"received_at"`
+}
+
+// Sender is the Nextcloud user behind a message, as the app knows them.
+type Sender struct {
+	UID         string `json:"uid"`
+	DisplayName string `json:"display_name"`
+	Email       string `json:"email"`
+	Timezone    string `json:"timezone"`
+	Language    string `json:"language"`
+	IsAdmin     bool   `json:"is_admin"`
+	Allowed     bool   `json:"allowed"`
+}
+
+// Conversation is what the app could learn about the room.
+type Conversation struct {
+	Token     string `json:"token"`
+	Name      string `json:"name"`
+	Type      *int   `json:"type"`
+	UserCount *int   `json:"user_count"`
+	Private   bool   `json:"private"`
+}
+
+// Status values of an Answer.
+const (
+	StatusAccepted  = "accepted"
+	StatusLogged    = "logged"
+	StatusDuplicate = "duplicate"
+	StatusIgnored   = "ignored"
+)
+
+// Answer is returned to the app; Addressed tells it whether to add the 👀 reaction.
+type Answer struct {
+	Status    string `json:"status"`
+	Addressed bool   `json:"addressed"`
+	TaskID    int64  `json:"task_id,omitempty"`
+	Command   string `json:"command,omitempty"`
+	Reason    string `json:"reason,omitempty"`
+}
+
+// InvalidError is bad input from the app: nothing was stored.
+type InvalidError struct{ Msg string }
+
+func (e *InvalidError) Error() string { return "invalid event: " + e.Msg }
+
+// Canceller stops a running task's process group (the worker pool).
+type Canceller interface {
+	Cancel(taskID int64) bool
+}
+
+// Options configures an Intake.
+type Options struct {
+	BotName   string
+	BotURL    string
+	Clock     func() time.Time
+	Logger    *slog.Logger
+	Canceller Canceller
+	// OnTask and OnReply are wake-up hints for the worker pool and the outbox.
+	OnTask  func()
+	OnReply func()
+}
+
+// Intake handles forwarded Talk events.
+type Intake struct {
+	db      *store.DB
+	queue   *queue.Queue
+	outbox  *outbox.Outbox
+	opts    Options
+	mention *regexp.Regexp
+}
+
+// New returns an Intake.
+func New(db *store.DB, q *queue.Queue, ob *outbox.Outbox, opts Options) *Intake {
+	if opts.Clock == nil {
+		opts.Clock = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.BotURL == "" {
+		opts.BotURL = "nextcloudapp://istota"
+	}
+	for _, f := range []*func(){&opts.OnTask, &opts.OnReply} {
+		if *f == nil {
+			*f = func() {}
+		}
+	}
+	// "@Istota" as a word, case-insensitive; Talk delivers it as plain text (reference §12).
+	mention := regexp.MustCompile(`(?i)(^|[^\pL\pN_])@` + regexp.QuoteMeta(opts.BotName) + `($|[^\pL\pN_])`)
+	return &Intake{db: db, queue: q, outbox: ob, opts: opts, mention: mention}
+}
+
+var tokenPattern = regexp.MustCompile(`^[a-z0-9]{4,30}$`)
+
+// Handle processes one event. An error of type *InvalidError means the input was bad and
+// nothing was stored; any other error is internal.
+func (in *Intake) Handle(ctx context.Context, p Payload) (Answer, error) {
+	if p.BotURL != "" && !strings.HasPrefix(p.BotURL, in.opts.BotURL) {
+		return Answer{}, &InvalidError{Msg: "bot_url is not this bot's"}
+	}
+	if len(p.Event) == 0 || string(p.Event) == "null" {
+		return Answer{}, &InvalidError{Msg: "event is missing"}
+	}
+	ev, err := talk.ParseEvent(p.Event)
+	if err != nil {
+		return Answer{}, &InvalidError{Msg: err.Error()}
+	}
+	if !tokenPattern.MatchString(ev.Token) {
+		return Answer{}, &InvalidError{Msg: "conversation token is not a Talk token"}
+	}
+	if p.Conversation.Token != "" && p.Conversation.Token != ev.Token {
+		return Answer{}, &InvalidError{Msg: "conversation.token does not match the event's target"}
+	}
+	if p.Sender != nil && p.Sender.UID == "" {
+		return Answer{}, &InvalidError{Msg: "sender.uid is empty"}
+	}
+	switch ev.Type {
+	case "Create":
+		if ev.MessageID <= 0 {
+			return Answer{}, &InvalidError{Msg: "object.id is not a message id"}
+		}
+		return in.handleMessage(ctx, p, ev)
+	case "Join", "Leave":
+		err := in.tx(ctx, func(tx *sql.Tx) error { return in.upsertConversation(ctx, tx, ev, p.Conversation) })
+		return Answer{Status: StatusIgnored, Reason: strings.ToLower(ev.Type)}, err
+	default:
+		// Activity (system messages), Like and Undo carry nothing to answer yet.
+		return Answer{Status: StatusIgnored, Reason: "event type " + ev.Type + " is not handled"}, nil
+	}
+}
+
+func (in *Intake) handleMessage(ctx context.Context, p Payload, ev talk.Event) (Answer, error) {
+	var ans Answer
+	var woke struct{ task, reply bool }
+	var cancelled []queue.Task
+	err := in.tx(ctx, func(tx *sql.Tx) error {
+		ans, woke.task, woke.reply, cancelled = Answer{}, false, false, nil
+		if err := in.upsertConversation(ctx, tx, ev, p.Conversation); err != nil {
+			return err
+		}
+		if p.Sender != nil {
+			if err := in.upsertUser(ctx, tx, *p.Sender); err != nil {
+				return err
+			}
+		}
+		created, err := convlog.Record(ctx, tx, convlog.Message{
+			Token: ev.Token, ID: ev.MessageID, ActorType: ev.ActorType, ActorID: ev.ActorID,
+			ActorName: ev.ActorName, Text: ev.Message, ReplyToID: parentID(ev), At: in.opts.Clock(),
+		})
+		if err != nil {
+			return err
+		}
+		mode, err := respondMode(ctx, tx, ev.Token)
+		if err != nil {
+			return err
+		}
+		addressed := in.addressed(ev.Message, p.Conversation.Private, mode)
+		if !created {
+			ans = Answer{Status: StatusDuplicate, Addressed: addressed}
+			return nil
+		}
+		if !addressed {
+			ans = Answer{Status: StatusLogged}
+			return nil
+		}
+		if p.Sender == nil || !p.Sender.Allowed {
+			ans = Answer{Status: StatusLogged, Reason: "sender may not use the bot"}
+			if p.Sender != nil {
+				woke.reply = true
+				return in.notice(ctx, tx, ev, "not-allowed", "Sorry, your account is not allowed to use "+in.opts.BotName+". Ask your Nextcloud admin to add you.")
+			}
+			return nil
+		}
+		if cmd, args, ok := parseCommand(ev.Message); ok {
+			ans = Answer{Status: StatusAccepted, Addressed: true, Command: cmd}
+			reply, c, err := in.runCommand(ctx, tx, cmd, args, ev, *p.Sender, p.Conversation)
+			if err != nil {
+				return err
+			}
+			cancelled = c
+			woke.reply = true
+			return in.notice(ctx, tx, ev, "cmd", reply)
+		}
+		id, _, err := in.queue.EnqueueTx(ctx, tx, queue.NewTask{
+			UserID:            p.Sender.UID,
+			Source:            "talk",
+			Interactive:       true,
+			Prompt:            ev.Message,
+			ConversationToken: ev.Token,
+			ReplyToMessageID:  ev.MessageID,
+			DedupeKey:         fmt.Sprintf("talk:%s:%d", ev.Token, ev.MessageID),
+		})
+		if err != nil {
+			return fmt.Errorf("enqueue: %w", err)
+		}
+		woke.task = true
+		ans = Answer{Status: StatusAccepted, Addressed: true, TaskID: id}
+		return nil
+	})
+	if err != nil {
+		return Answer{}, err
+	}
+	for _, t := range cancelled {
+		if in.opts.Canceller != nil && in.opts.Canceller.Cancel(t.ID) {
+			in.opts.Logger.Info("stopped running task", "task_id", t.ID, "user_id", t.UserID)
+		}
+	}
+	if woke.task {
+		in.opts.OnTask()
+	}
+	if woke.reply {
+		in.opts.OnReply()
+	}
+	return ans, nil
+}
+
+// addressed applies the rules of ARCHITECTURE.md §4.2: an explicit respond mode wins;
+// otherwise a private conversation gets an answer to everything and any other only to
+// messages that name the bot or start with '!'.
+func (in *Intake) addressed(text string, private bool, mode string) bool {
+	named := strings.HasPrefix(strings.TrimSpace(text), "!") || in.mention.MatchString(text)
+	switch mode {
+	case "all":
+		return true
+	case "mentions":
+		return named
+	}
+	return private || named
+}
+
+func parentID(ev talk.Event) int64 {
+	if ev.InReplyTo != nil {
+		return ev.InReplyTo.MessageID
+	}
+	return 0
+}
+
+func respondMode(ctx context.Context, tx *sql.Tx, token string) (string, error) {
+	var mode string
+	err := tx.QueryRowContext(ctx, `SELECT respond_mode FROM conversations WHERE token = ?`, token).Scan(&mode)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("read respond mode: %w", err)
+	}
+	return mode, nil
+}
+
+func (in *Intake) upsertConversation(ctx context.Context, tx *sql.Tx, ev talk.Event, c Conversation) error {
+	typ, count := 0, 0
+	if c.Type != nil {
+		typ = *c.Type
+	}
+	if c.UserCount != nil {
+		count = *c.UserCount
+	}
+	name := c.Name
+	if name == "" {
+		name = ev.RoomName
+	}
+	_, err := tx.ExecContext(ctx, `INSERT INTO conversations (token, name, type, user_count, private, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?)
+		ON CONFLICT (token) DO UPDATE SET name = excluded.name, type = excluded.type,
+			user_count = excluded.user_count, private = excluded.private, updated_at = excluded.updated_at`,
+		ev.Token, name, typ, count, c.Private, store.FormatTime(in.opts.Clock()))
+	if err != nil {
+		return fmt.Errorf("record conversation: %w", err)
+	}
+	return nil
+}
+
+func (in *Intake) upsertUser(ctx context.Context, tx *sql.Tx, s Sender) error {
+	tz := s.Timezone
+	if _, err := time.LoadLocation(tz); tz == "" || err != nil {
+		tz = "UTC"
+	}
+	lang := s.Language
+	if lang == "" {
+		lang = "en"
+	}
+	_, err := tx.ExecContext(ctx, `INSERT INTO users (id, display_name, email, timezone, language, is_admin, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (id) DO UPDATE SET display_name = excluded.display_name, email = excluded.email,
+			timezone = excluded.timezone, language = excluded.language, is_admin = excluded.is_admin,
+			updated_at = excluded.updated_at`,
+		s.UID, s.DisplayName, s.Email, tz, lang, s.IsAdmin, store.FormatTime(in.opts.Clock()))
+	if err != nil {
+		return fmt.Errorf("record user: %w", err)
+	}
+	return nil
+}
+
+// notice queues an immediate answer to a message, keyed so a redelivery cannot send it twice.
+func (in *Intake) notice(ctx context.Context, tx *sql.Tx, ev talk.Event, kind, text string) error {
+	return in.outbox.EnqueueTx(ctx, tx, outbox.Message{
+		Token:   ev.Token,
+		Text:    text,
+		ReplyTo: ev.MessageID,
+		Kind:    "notice",
+		Key:     fmt.Sprintf("talk:%s:%d:%s", ev.Token, ev.MessageID, kind),
+	})
+}
+
+func (in *Intake) tx(ctx context.Context, fn func(*sql.Tx) error) error {
+	tx, err := in.db.Write.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	if err := fn(tx); err != nil {
+		tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}

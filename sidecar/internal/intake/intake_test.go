@@ -1,0 +1,338 @@
+package intake
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/istota/istota/sidecar/internal/outbox"
+	"github.com/istota/istota/sidecar/internal/queue"
+	"github.com/istota/istota/sidecar/internal/store"
+	"github.com/istota/istota/sidecar/internal/talk"
+)
+
+type fixture struct {
+	t      *testing.T
+	db     *store.DB
+	q      *queue.Queue
+	in     *Intake
+	cancel *recordingCanceller
+}
+
+type recordingCanceller struct {
+	mu  sync.Mutex
+	ids []int64
+}
+
+func (r *recordingCanceller) Cancel(id int64) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ids = append(r.ids, id)
+	return true
+}
+
+// nopSender stands in for Talk: these tests only look at what is queued in the outbox,
+// whose delivery is never started here.
+type nopSender struct{}
+
+func (nopSender) SendMessage(context.Context, string, string, talk.SendOptions) error { return nil }
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	db, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "i.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	q := queue.New(db, queue.Options{})
+	ob := outbox.New(db, nopSender{}, outbox.Options{})
+	rc := &recordingCanceller{}
+	in := New(db, q, ob, Options{BotName: "Istota", Canceller: rc,
+		Clock: func() time.Time { return time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC) }})
+	return &fixture{t: t, db: db, q: q, in: in, cancel: rc}
+}
+
+// event builds a BotInvokeEvent message as the app forwards it (reference §12).
+func event(typ, token string, id int64, uid, text string, participantType int) json.RawMessage {
+	content, _ := json.Marshal(map[string]any{"message": text, "parameters": []any{}})
+	actor := map[string]any{"type": "Person", "id": "users/" + uid, "name": strings.ToUpper(uid[:1]) + uid[1:]}
+	if participantType > 0 {
+		actor["talkParticipantType"] = fmt.Sprint(participantType)
+	}
+	raw, _ := json.Marshal(map[string]any{
+		"type":   typ,
+		"actor":  actor,
+		"object": map[string]any{"type": "Note", "id": fmt.Sprint(id), "name": "message", "content": string(content), "mediaType": "text/markdown"},
+		"target": map[string]any{"type": "Collection", "id": token, "name": "Room " + token},
+	})
+	return raw
+}
+
+func sender(uid string) *Sender {
+	return &Sender{UID: uid, DisplayName: uid, Timezone: "Europe/Berlin", Language: "de", Allowed: true}
+}
+
+func intp(v int) *int { return &v }
+
+func (f *fixture) handle(p Payload) Answer {
+	f.t.Helper()
+	ans, err := f.in.Handle(context.Background(), p)
+	if err != nil {
+		f.t.Fatalf("handle: %v", err)
+	}
+	return ans
+}
+
+func (f *fixture) count(table string) int {
+	f.t.Helper()
+	var n int
+	if err := f.db.Read.QueryRow("SELECT count(*) FROM " + table).Scan(&n); err != nil {
+		f.t.Fatal(err)
+	}
+	return n
+}
+
+func (f *fixture) outboxTexts() []string {
+	f.t.Helper()
+	rows, err := f.db.Read.Query(`SELECT message FROM talk_outbox ORDER BY id`)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var s string
+		rows.Scan(&s)
+		out = append(out, s)
+	}
+	return out
+}
+
+func private(token string) Conversation {
+	return Conversation{Token: token, Name: "Note to self", Type: intp(6), UserCount: intp(1), Private: true}
+}
+
+func group(token string) Conversation {
+	return Conversation{Token: token, Name: "Team", Type: intp(2), UserCount: intp(4)}
+}
+
+func TestPrivateConversationAnswersEverythingOnce(t *testing.T) {
+	f := newFixture(t)
+	p := Payload{BotURL: "nextcloudapp://istota", Event: event("Create", "abcd1234", 7, "alice", "what is on today?", 1), Sender: sender("alice"), Conversation: private("abcd1234")}
+	ans := f.handle(p)
+	if ans.Status != StatusAccepted || !ans.Addressed || ans.TaskID == 0 {
+		t.Fatalf("first delivery: %+v", ans)
+	}
+	again := f.handle(p)
+	if again.Status != StatusDuplicate || !again.Addressed {
+		t.Fatalf("redelivery: %+v", again)
+	}
+	if n := f.count("tasks"); n != 1 {
+		t.Fatalf("tasks = %d, want 1", n)
+	}
+	task, err := f.q.Get(context.Background(), ans.TaskID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if task.UserID != "alice" || task.ConversationToken != "abcd1234" || task.ReplyToMessageID != 7 || task.Prompt != "what is on today?" || !task.Interactive {
+		t.Errorf("task = %+v", task)
+	}
+	var tz string
+	f.db.Read.QueryRow(`SELECT timezone FROM users WHERE id = 'alice'`).Scan(&tz)
+	if tz != "Europe/Berlin" {
+		t.Errorf("user profile not recorded: tz=%q", tz)
+	}
+}
+
+func TestGroupConversationAnswersOnlyMentionsAndCommands(t *testing.T) {
+	cases := []struct {
+		text      string
+		addressed bool
+	}{
+		{"lunch anyone?", false},
+		{"@Istota what is the capital of France?", true},
+		{"hey @istota, you there", true},
+		{"email me at bob@Istota.example", false},
+		{"@Istotabot is someone else", false},
+		{"!help", true},
+		{"  !status", true},
+	}
+	f := newFixture(t)
+	for i, c := range cases {
+		t.Run(c.text, func(t *testing.T) {
+			ans := f.handle(Payload{Event: event("Create", "team0001", int64(100+i), "bob", c.text, 3), Sender: sender("bob"), Conversation: group("team0001")})
+			if ans.Addressed != c.addressed {
+				t.Fatalf("addressed = %v, want %v (%+v)", ans.Addressed, c.addressed, ans)
+			}
+		})
+	}
+	if n := f.count("conversation_messages"); n != len(cases) {
+		t.Fatalf("every message must be logged: %d of %d", n, len(cases))
+	}
+}
+
+func TestRespondModeNeedsModerator(t *testing.T) {
+	f := newFixture(t)
+	conv := group("team0002")
+	ans := f.handle(Payload{Event: event("Create", "team0002", 1, "bob", "!respond all", 3), Sender: sender("bob"), Conversation: conv})
+	if ans.Command != "respond" {
+		t.Fatalf("%+v", ans)
+	}
+	if ans := f.handle(Payload{Event: event("Create", "team0002", 2, "bob", "plain message", 3), Sender: sender("bob"), Conversation: conv}); ans.Addressed {
+		t.Fatal("a non-moderator switched the conversation to respond all")
+	}
+	f.handle(Payload{Event: event("Create", "team0002", 3, "carol", "!respond all", 2), Sender: sender("carol"), Conversation: conv})
+	if ans := f.handle(Payload{Event: event("Create", "team0002", 4, "bob", "plain message", 3), Sender: sender("bob"), Conversation: conv}); !ans.Addressed || ans.TaskID == 0 {
+		t.Fatalf("respond all not in effect: %+v", ans)
+	}
+	f.handle(Payload{Event: event("Create", "team0002", 5, "carol", "!respond mentions", 1), Sender: sender("carol"), Conversation: conv})
+	if ans := f.handle(Payload{Event: event("Create", "team0002", 6, "bob", "plain again", 3), Sender: sender("bob"), Conversation: conv}); ans.Addressed {
+		t.Fatal("respond mentions not in effect")
+	}
+	texts := f.outboxTexts()
+	if len(texts) != 3 || !strings.Contains(texts[0], "Only moderators") || !strings.Contains(texts[1], "every message") {
+		t.Fatalf("command answers = %q", texts)
+	}
+}
+
+func TestCommandsAnsweredAtOnceWithoutTask(t *testing.T) {
+	f := newFixture(t)
+	conv := private("priv0001")
+	f.handle(Payload{Event: event("Create", "priv0001", 1, "alice", "!help", 0), Sender: sender("alice"), Conversation: conv})
+	f.handle(Payload{Event: event("Create", "priv0001", 2, "alice", "!status", 0), Sender: sender("alice"), Conversation: conv})
+	f.handle(Payload{Event: event("Create", "priv0001", 3, "alice", "!frobnicate", 0), Sender: sender("alice"), Conversation: conv})
+	if n := f.count("tasks"); n != 0 {
+		t.Fatalf("commands created %d tasks", n)
+	}
+	texts := f.outboxTexts()
+	if len(texts) != 3 {
+		t.Fatalf("answers = %q", texts)
+	}
+	for i, want := range []string{"!stop", "Nothing is running", "Unknown command `!frobnicate`"} {
+		if !strings.Contains(texts[i], want) {
+			t.Errorf("answer %d = %q, want it to contain %q", i, texts[i], want)
+		}
+	}
+	// A redelivered command is not answered twice.
+	f.handle(Payload{Event: event("Create", "priv0001", 1, "alice", "!help", 0), Sender: sender("alice"), Conversation: conv})
+	if n := len(f.outboxTexts()); n != 3 {
+		t.Fatalf("redelivered command answered again: %d answers", n)
+	}
+}
+
+func TestStopCancelsRunningAndQueued(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	conv := private("priv0002")
+	first := f.handle(Payload{Event: event("Create", "priv0002", 1, "alice", "long job", 0), Sender: sender("alice"), Conversation: conv})
+	second := f.handle(Payload{Event: event("Create", "priv0002", 2, "alice", "next job", 0), Sender: sender("alice"), Conversation: conv})
+	claimed, err := f.q.Claim(ctx, "w1", false)
+	if err != nil || claimed.ID != first.TaskID {
+		t.Fatalf("claim: %+v %v", claimed, err)
+	}
+	if err := f.q.Start(ctx, claimed.ID, "w1"); err != nil {
+		t.Fatal(err)
+	}
+	status := f.handle(Payload{Event: event("Create", "priv0002", 3, "alice", "!status", 0), Sender: sender("alice"), Conversation: conv})
+	if status.Command != "status" {
+		t.Fatal(status)
+	}
+	f.handle(Payload{Event: event("Create", "priv0002", 4, "alice", "!stop", 0), Sender: sender("alice"), Conversation: conv})
+	if len(f.cancel.ids) != 1 || f.cancel.ids[0] != first.TaskID {
+		t.Fatalf("running task not stopped: %v", f.cancel.ids)
+	}
+	for _, id := range []int64{first.TaskID, second.TaskID} {
+		task, _ := f.q.Get(ctx, id)
+		if task.Status != queue.Cancelled {
+			t.Errorf("task %d is %s", id, task.Status)
+		}
+	}
+	texts := f.outboxTexts()
+	if !strings.Contains(texts[0], "Running:") || !strings.Contains(texts[0], "long job") || !strings.Contains(texts[0], "Queued (1)") {
+		t.Errorf("status = %q", texts[0])
+	}
+	if !strings.Contains(texts[1], "Stopped 1 running and dropped 1 queued") {
+		t.Errorf("stop = %q", texts[1])
+	}
+	if err := f.q.Complete(ctx, first.TaskID, "w1", queue.Outcome{Result: "late"}, nil); !errors.Is(err, queue.ErrCancelled) {
+		t.Errorf("a stopped task completed: %v", err)
+	}
+}
+
+func TestGuestsAndDisallowedUsersGetNoTask(t *testing.T) {
+	f := newFixture(t)
+	conv := group("pub00001")
+	guest := f.handle(Payload{Event: event("Create", "pub00001", 1, "x", "@Istota hi", 4), Sender: nil, Conversation: conv})
+	denied := sender("mallory")
+	denied.Allowed = false
+	refused := f.handle(Payload{Event: event("Create", "pub00001", 2, "mallory", "@Istota hi", 3), Sender: denied, Conversation: conv})
+	if guest.Addressed || refused.Addressed || f.count("tasks") != 0 {
+		t.Fatalf("guest %+v, denied %+v, tasks %d", guest, refused, f.count("tasks"))
+	}
+	texts := f.outboxTexts()
+	if len(texts) != 1 || !strings.Contains(texts[0], "not allowed") {
+		t.Fatalf("the disallowed user must be told once: %q", texts)
+	}
+}
+
+func TestInvalidEventsLeaveNoTrace(t *testing.T) {
+	f := newFixture(t)
+	good := event("Create", "abcd1234", 1, "alice", "hi", 1)
+	cases := []struct {
+		name string
+		p    Payload
+	}{
+		{"no event", Payload{Sender: sender("alice"), Conversation: private("abcd1234")}},
+		{"event null", Payload{Event: json.RawMessage("null"), Sender: sender("alice")}},
+		{"not an object", Payload{Event: json.RawMessage(`"Create"`), Sender: sender("alice")}},
+		{"bad token", Payload{Event: event("Create", "../../etc", 1, "alice", "hi", 1), Sender: sender("alice")}},
+		{"message id zero", Payload{Event: event("Create", "abcd1234", 0, "alice", "hi", 1), Sender: sender("alice")}},
+		{"token mismatch", Payload{Event: good, Sender: sender("alice"), Conversation: private("zzzz9999")}},
+		{"empty uid", Payload{Event: good, Sender: &Sender{Allowed: true}}},
+		{"other bot", Payload{BotURL: "nextcloudapp://otherapp", Event: good, Sender: sender("alice")}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := f.in.Handle(context.Background(), c.p)
+			var inv *InvalidError
+			if !errors.As(err, &inv) {
+				t.Fatalf("want InvalidError, got %v", err)
+			}
+		})
+	}
+	for _, table := range []string{"tasks", "conversation_messages", "conversations", "users", "talk_outbox"} {
+		if n := f.count(table); n != 0 {
+			t.Errorf("%s has %d rows after invalid input", table, n)
+		}
+	}
+}
+
+func TestJoinRecordsConversationAndLikeIsIgnored(t *testing.T) {
+	f := newFixture(t)
+	join, _ := json.Marshal(map[string]any{"type": "Join",
+		"actor":  map[string]any{"type": "Application", "id": "bots/bot-123", "name": "Istota"},
+		"object": map[string]any{"type": "Collection", "id": "room0001", "name": "Planning"}})
+	if ans := f.handle(Payload{Event: join}); ans.Status != StatusIgnored {
+		t.Fatalf("join: %+v", ans)
+	}
+	if n := f.count("conversations"); n != 1 {
+		t.Fatalf("conversation not recorded on Join")
+	}
+	like, _ := json.Marshal(map[string]any{"type": "Like",
+		"actor":   map[string]any{"type": "Person", "id": "users/alice", "name": "Alice"},
+		"object":  map[string]any{"type": "Note", "id": "5", "name": "", "content": `{"message":"x","parameters":[]}`, "mediaType": "text/markdown"},
+		"target":  map[string]any{"type": "Collection", "id": "room0001", "name": "Planning"},
+		"content": "👀"})
+	if ans := f.handle(Payload{Event: like, Sender: sender("alice")}); ans.Status != StatusIgnored || ans.Addressed {
+		t.Fatalf("like: %+v", ans)
+	}
+	if n := f.count("tasks") + f.count("talk_outbox"); n != 0 {
+		t.Fatal("a reaction caused work")
+	}
+}

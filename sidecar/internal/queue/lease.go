@@ -1,0 +1,469 @@
+package queue
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/istota/istota/sidecar/internal/store"
+)
+
+// Reasons stored in tasks.error when a run is interrupted without reporting back.
+const (
+	reasonLeaseExpired = "the run was interrupted: its lease expired (worker crashed or hung)"
+	reasonRestart      = "the run was interrupted by a sidecar restart"
+)
+
+// leaseError explains why an update guarded by (id, lease owner, status) matched no row.
+func leaseError(ctx context.Context, db querier, what string, id int64) error {
+	var status, owner string
+	err := db.QueryRowContext(ctx, `SELECT status, lease_owner FROM tasks WHERE id = ?`, id).Scan(&status, &owner)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return fmt.Errorf("queue: %s task %d: %w (%w)", what, id, store.ErrNotFound, ErrLeaseLost)
+	case err != nil:
+		return fmt.Errorf("queue: %s task %d: %w", what, id, err)
+	case Status(status) == Cancelled:
+		return fmt.Errorf("queue: %s task %d: %w (%w)", what, id, ErrCancelled, ErrLeaseLost)
+	default:
+		return fmt.Errorf("queue: %s task %d: %w: status %s, lease owner %q", what, id, ErrLeaseLost, status, owner)
+	}
+}
+
+func requireOwner(what, owner string) error {
+	if owner == "" {
+		return fmt.Errorf("queue: %s: lease owner is empty", what)
+	}
+	return nil
+}
+
+// Claim locks the next task that may run now and returns it, or ErrNoTask. The choice
+// and the lock are one UPDATE … RETURNING, so concurrent claimers (in this process or
+// another one on the same database) never get the same task. The task is the oldest due
+// pending one, interactive tasks first, whose user has no locked or running task: each
+// user's tasks run one at a time. With interactiveOnly only interactive tasks qualify.
+func (q *Queue) Claim(ctx context.Context, owner string, interactiveOnly bool) (Task, error) {
+	if err := requireOwner("claim", owner); err != nil {
+		return Task{}, err
+	}
+	now := q.now()
+	t, err := scanTask(q.db.Write.QueryRowContext(ctx, `
+		UPDATE tasks SET status = 'locked', lease_owner = ?, lease_until = ?
+		WHERE status = 'pending' AND id = (
+			SELECT c.id FROM tasks c
+			WHERE c.status = 'pending' AND c.next_attempt_at <= ?
+			  AND (c.interactive = 1 OR ? = 0)
+			  AND NOT EXISTS (
+				SELECT 1 FROM tasks b
+				WHERE b.user_id = c.user_id AND b.status IN ('locked', 'running'))
+			ORDER BY c.interactive DESC, c.id
+			LIMIT 1)
+		RETURNING `+taskColumns,
+		owner, store.FormatTime(now.Add(q.opts.Lease)), store.FormatTime(now), interactiveOnly))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Task{}, ErrNoTask
+	}
+	if err != nil {
+		return Task{}, fmt.Errorf("queue: claim: %w", err)
+	}
+	return t, nil
+}
+
+// ClaimID locks one given pending task for owner, whether or not it is due and whatever
+// its user has in flight: for running a task in-process right after queuing it (the CLI,
+// when no server holds the database). A task that is not pending gives an error
+// matching ErrNoTask, an unknown one store.ErrNotFound.
+func (q *Queue) ClaimID(ctx context.Context, id int64, owner string) (Task, error) {
+	if err := requireOwner("claim", owner); err != nil {
+		return Task{}, err
+	}
+	t, err := scanTask(q.db.Write.QueryRowContext(ctx, `
+		UPDATE tasks SET status = 'locked', lease_owner = ?, lease_until = ?
+		WHERE id = ? AND status = 'pending'
+		RETURNING `+taskColumns,
+		owner, store.FormatTime(q.now().Add(q.opts.Lease)), id))
+	if errors.Is(err, sql.ErrNoRows) {
+		cur, err := getTask(ctx, q.db.Write, id)
+		if err != nil {
+			return Task{}, err
+		}
+		return Task{}, fmt.Errorf("queue: claim task %d: %w (status %s)", id, ErrNoTask, cur.Status)
+	}
+	if err != nil {
+		return Task{}, fmt.Errorf("queue: claim task %d: %w", id, err)
+	}
+	return t, nil
+}
+
+// Start marks a claimed task running (locked → running) and renews its lease.
+func (q *Queue) Start(ctx context.Context, id int64, owner string) error {
+	if err := requireOwner("start", owner); err != nil {
+		return err
+	}
+	now := q.now()
+	res, err := q.db.Write.ExecContext(ctx, `
+		UPDATE tasks SET status = 'running', started_at = ?, lease_until = ?
+		WHERE id = ? AND lease_owner = ? AND status = 'locked'`,
+		store.FormatTime(now), store.FormatTime(now.Add(q.opts.Lease)), id, owner)
+	return q.guarded(ctx, "start", id, res, err)
+}
+
+// Renew extends the lease of a locked or running task held by owner. ErrLeaseLost means
+// the task is no longer the caller's (cancelled, reclaimed, finished): stop working on it.
+func (q *Queue) Renew(ctx context.Context, id int64, owner string) error {
+	if err := requireOwner("renew", owner); err != nil {
+		return err
+	}
+	res, err := q.db.Write.ExecContext(ctx, `
+		UPDATE tasks SET lease_until = ?
+		WHERE id = ? AND lease_owner = ? AND status IN ('locked', 'running')`,
+		store.FormatTime(q.now().Add(q.opts.Lease)), id, owner)
+	return q.guarded(ctx, "renew", id, res, err)
+}
+
+// Release gives a locked or running task back to the queue without counting an attempt,
+// due at once: for a worker that stops on purpose (graceful shutdown) before finishing.
+func (q *Queue) Release(ctx context.Context, id int64, owner string) error {
+	if err := requireOwner("release", owner); err != nil {
+		return err
+	}
+	res, err := q.db.Write.ExecContext(ctx, `
+		UPDATE tasks SET status = 'pending', lease_owner = '', lease_until = '', next_attempt_at = ?
+		WHERE id = ? AND lease_owner = ? AND status IN ('locked', 'running')`,
+		store.FormatTime(q.now()), id, owner)
+	return q.guarded(ctx, "release", id, res, err)
+}
+
+// guarded turns the result of an owner-guarded update into nil or the reason it missed.
+func (q *Queue) guarded(ctx context.Context, what string, id int64, res sql.Result, err error) error {
+	if err != nil {
+		return fmt.Errorf("queue: %s task %d: %w", what, id, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("queue: %s task %d: %w", what, id, err)
+	}
+	if n == 0 {
+		return leaseError(ctx, q.db.Write, what, id)
+	}
+	return nil
+}
+
+// Outcome is what a successful run produced.
+type Outcome struct {
+	Result       string
+	InputTokens  int64
+	OutputTokens int64
+	CostUSD      float64
+}
+
+// Complete marks a running task completed and runs within (may be nil) in the same
+// transaction, so that the answer is queued if and only if the task is recorded as done.
+// If the task is no longer the caller's it returns ErrLeaseLost (matching ErrCancelled too
+// when it was cancelled) and within does not run; if within fails, nothing is recorded.
+// within must use tx only: the store has one writer connection.
+func (q *Queue) Complete(ctx context.Context, id int64, owner string, out Outcome, within func(tx *sql.Tx) error) error {
+	if err := requireOwner("complete", owner); err != nil {
+		return err
+	}
+	return q.withTx(ctx, "complete", func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `
+			UPDATE tasks SET status = 'completed', result = ?, input_tokens = ?, output_tokens = ?,
+				cost_usd = ?, finished_at = ?, lease_until = ''
+			WHERE id = ? AND lease_owner = ? AND status = 'running'`,
+			out.Result, out.InputTokens, out.OutputTokens, out.CostUSD, store.FormatTime(q.now()), id, owner)
+		if err != nil {
+			return fmt.Errorf("queue: complete task %d: %w", id, err)
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return fmt.Errorf("queue: complete task %d: %w", id, err)
+		} else if n == 0 {
+			return leaseError(ctx, tx, "complete", id)
+		}
+		if within != nil {
+			if err := within(tx); err != nil {
+				return fmt.Errorf("queue: complete task %d: %w", id, err)
+			}
+		}
+		return nil
+	})
+}
+
+// Fail records a failed run of a locked or running task held by owner.
+//
+// A non-transient failure counts an attempt: the task goes back to pending after the
+// backoff (1, 4, 16 min by default) or, once MaxAttempts runs have failed, fails for good
+// (final). A transient failure (API 429, 5xx, 529) retries after the backoff without
+// counting an attempt, up to MaxTransientRetries times; after that it counts like any
+// other failure. within (may be nil) runs in the same transaction, told whether the
+// failure is final, e.g. to queue the failure notice. retryAt is zero when final.
+// Like Complete, it refuses with ErrLeaseLost / ErrCancelled and then within does not run.
+func (q *Queue) Fail(ctx context.Context, id int64, owner, reason string, transient bool,
+	within func(tx *sql.Tx, final bool) error) (retryAt time.Time, final bool, err error) {
+	if err := requireOwner("fail", owner); err != nil {
+		return time.Time{}, false, err
+	}
+	now := q.now()
+	err = q.withTx(ctx, "fail", func(tx *sql.Tx) error {
+		var (
+			status, leaseOwner                    string
+			attempts, maxAttempts, transientTries int
+		)
+		err := tx.QueryRowContext(ctx, `
+			SELECT status, lease_owner, attempts, max_attempts, transient_retries FROM tasks WHERE id = ?`, id,
+		).Scan(&status, &leaseOwner, &attempts, &maxAttempts, &transientTries)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("queue: fail task %d: %w", id, err)
+		}
+		if err != nil || leaseOwner != owner || (Status(status) != Locked && Status(status) != Running) {
+			return leaseError(ctx, tx, "fail", id)
+		}
+		switch {
+		case transient && transientTries < q.opts.MaxTransientRetries:
+			retryAt = now.Add(q.backoff(transientTries))
+			_, err = tx.ExecContext(ctx, `
+				UPDATE tasks SET status = 'pending', transient_retries = transient_retries + 1, error = ?,
+					next_attempt_at = ?, lease_owner = '', lease_until = ''
+				WHERE id = ?`, reason, store.FormatTime(retryAt), id)
+		case attempts+1 >= maxAttempts:
+			final = true
+			_, err = tx.ExecContext(ctx, `
+				UPDATE tasks SET status = 'failed', attempts = attempts + 1, error = ?,
+					finished_at = ?, lease_until = ''
+				WHERE id = ?`, reason, store.FormatTime(now), id)
+		default:
+			retryAt = now.Add(q.backoff(attempts))
+			_, err = tx.ExecContext(ctx, `
+				UPDATE tasks SET status = 'pending', attempts = attempts + 1, error = ?,
+					next_attempt_at = ?, lease_owner = '', lease_until = ''
+				WHERE id = ?`, reason, store.FormatTime(retryAt), id)
+		}
+		if err != nil {
+			return fmt.Errorf("queue: fail task %d: %w", id, err)
+		}
+		if within != nil {
+			if err := within(tx, final); err != nil {
+				return fmt.Errorf("queue: fail task %d: %w", id, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return time.Time{}, false, err
+	}
+	return retryAt, final, nil
+}
+
+// Cancel cancels one unfinished task and returns it as it was just before, so the caller
+// sees whether it was running. A task that has already finished gives ErrFinished, an
+// unknown one store.ErrNotFound. Cancelling a running task only changes the row: the
+// worker running it learns of it on its next lease renewal, or at once when the caller
+// also cancels it in the worker pool (do that after this commits).
+func (q *Queue) Cancel(ctx context.Context, id int64) (Task, error) {
+	var t Task
+	err := q.withTx(ctx, "cancel", func(tx *sql.Tx) error {
+		var err error
+		if t, err = getTask(ctx, tx, id); err != nil {
+			return err
+		}
+		if t.Status.Finished() {
+			return fmt.Errorf("queue: cancel task %d: %w (%s)", id, ErrFinished, t.Status)
+		}
+		return q.cancelIDs(ctx, tx, []int64{id})
+	})
+	if err != nil {
+		return Task{}, err
+	}
+	return t, nil
+}
+
+// CancelUser cancels every unfinished task of a user (pending, locked, running or waiting
+// for confirmation) and returns them, oldest first, as they were just before: those whose
+// Status was Locked or Running were claimed by LeaseOwner, and the caller should stop
+// their runs in the worker pool once this has committed.
+func (q *Queue) CancelUser(ctx context.Context, userID string) ([]Task, error) {
+	var out []Task
+	err := q.withTx(ctx, "cancel user", func(tx *sql.Tx) error {
+		var err error
+		out, err = q.CancelUserTx(ctx, tx, userID)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// CancelUserTx is CancelUser inside the caller's write transaction (e.g. the one that
+// also logs the `!stop` message and queues its answer).
+func (q *Queue) CancelUserTx(ctx context.Context, tx *sql.Tx, userID string) ([]Task, error) {
+	if userID == "" {
+		return nil, errors.New("queue: cancel user: user id is empty")
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT `+taskColumns+` FROM tasks
+		WHERE user_id = ? AND status IN ('pending', 'locked', 'running', 'pending_confirmation')
+		ORDER BY id`, userID)
+	if err != nil {
+		return nil, fmt.Errorf("queue: cancel tasks of user: %w", err)
+	}
+	defer rows.Close()
+	out := []Task{}
+	var ids []int64
+	for rows.Next() {
+		t, err := scanTask(rows)
+		if err != nil {
+			return nil, fmt.Errorf("queue: cancel tasks of user: %w", err)
+		}
+		out = append(out, t)
+		ids = append(ids, t.ID)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("queue: cancel tasks of user: %w", err)
+	}
+	rows.Close()
+	if err := q.cancelIDs(ctx, tx, ids); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// cancelIDs marks the given unfinished tasks cancelled. The lease owner is kept so that a
+// cancelled row still says who was running it.
+func (q *Queue) cancelIDs(ctx context.Context, tx *sql.Tx, ids []int64) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	marks := strings.Repeat("?, ", len(ids)-1) + "?"
+	args := []any{store.FormatTime(q.now())}
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	_, err := tx.ExecContext(ctx, `
+		UPDATE tasks SET status = 'cancelled', finished_at = ?, lease_until = ''
+		WHERE id IN (`+marks+`) AND status IN ('pending', 'locked', 'running', 'pending_confirmation')`, args...)
+	if err != nil {
+		return fmt.Errorf("queue: cancel tasks: %w", err)
+	}
+	return nil
+}
+
+// ReclaimExpired returns tasks whose lease has expired to the queue: their worker died
+// or hung. A task that was only locked goes back to pending at once without counting an
+// attempt; one that was running counts a failed attempt and follows the backoff, or fails
+// for good after its last attempt (see Options.OnReclaimFailed). It returns how many
+// tasks it reclaimed.
+func (q *Queue) ReclaimExpired(ctx context.Context) (int, error) {
+	return q.reclaim(ctx, false)
+}
+
+// ReclaimAll is ReclaimExpired for every locked or running task whatever its lease says.
+// Call it only at start-up while holding the process lock, when every such row belongs to
+// a process that is gone.
+func (q *Queue) ReclaimAll(ctx context.Context) (int, error) {
+	return q.reclaim(ctx, true)
+}
+
+func (q *Queue) reclaim(ctx context.Context, all bool) (int, error) {
+	now := q.now()
+	rows, err := q.db.Write.QueryContext(ctx, `
+		SELECT id FROM tasks WHERE status IN ('locked', 'running') AND (? OR lease_until < ?) ORDER BY id`,
+		all, store.FormatTime(now))
+	if err != nil {
+		return 0, fmt.Errorf("queue: reclaim: %w", err)
+	}
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return 0, fmt.Errorf("queue: reclaim: %w", err)
+		}
+		ids = append(ids, id)
+	}
+	// Close before the per-task transactions: the writer has a single connection.
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, fmt.Errorf("queue: reclaim: %w", err)
+	}
+	// One transaction per task, so that one task whose OnReclaimFailed keeps failing does
+	// not hold the others back.
+	var (
+		n    int
+		errs []error
+	)
+	for _, id := range ids {
+		if err := ctx.Err(); err != nil {
+			errs = append(errs, err)
+			break
+		}
+		ok, err := q.reclaimOne(ctx, id, all, now)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if ok {
+			n++
+		}
+	}
+	return n, errors.Join(errs...)
+}
+
+func (q *Queue) reclaimOne(ctx context.Context, id int64, all bool, now time.Time) (bool, error) {
+	reclaimed := false
+	err := q.withTx(ctx, "reclaim", func(tx *sql.Tx) error {
+		t, err := getTask(ctx, tx, id)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		// Re-check inside the transaction: the worker may have renewed or finished it.
+		if t.Status != Locked && t.Status != Running {
+			return nil
+		}
+		if !all && !t.LeaseUntil.Before(now) {
+			return nil
+		}
+		reason := reasonLeaseExpired
+		if all {
+			reason = reasonRestart
+		}
+		final := false
+		switch {
+		case t.Status == Locked:
+			_, err = tx.ExecContext(ctx, `
+				UPDATE tasks SET status = 'pending', lease_owner = '', lease_until = '', next_attempt_at = ?
+				WHERE id = ?`, store.FormatTime(now), id)
+		case t.Attempts+1 >= t.MaxAttempts:
+			final = true
+			_, err = tx.ExecContext(ctx, `
+				UPDATE tasks SET status = 'failed', attempts = attempts + 1, error = ?, finished_at = ?,
+					lease_until = ''
+				WHERE id = ?`, reason, store.FormatTime(now), id)
+		default:
+			_, err = tx.ExecContext(ctx, `
+				UPDATE tasks SET status = 'pending', attempts = attempts + 1, error = ?, next_attempt_at = ?,
+					lease_owner = '', lease_until = ''
+				WHERE id = ?`, reason, store.FormatTime(now.Add(q.backoff(t.Attempts))), id)
+		}
+		if err != nil {
+			return fmt.Errorf("queue: reclaim task %d: %w", id, err)
+		}
+		if final && q.opts.OnReclaimFailed != nil {
+			failed, err := getTask(ctx, tx, id)
+			if err != nil {
+				return err
+			}
+			if err := q.opts.OnReclaimFailed(tx, failed); err != nil {
+				return fmt.Errorf("queue: reclaim task %d: on failure: %w", id, err)
+			}
+		}
+		reclaimed = true
+		return nil
+	})
+	return reclaimed, err
+}

@@ -1,0 +1,365 @@
+// Package queue is the durable task queue: every piece of agent work is a row in the
+// tasks table, claimed with a lease so that a crashed or hung worker never loses a task and
+// never runs one twice. The rows are the truth; in-memory channels elsewhere are only hints.
+//
+// A task moves pending → locked (claimed) → running (started) → completed | failed, or
+// back to pending for a retry; any unfinished task may be cancelled. Each transition that
+// belongs to a worker checks the lease owner, so a worker that lost its lease (the task
+// was cancelled or reclaimed) cannot overwrite what happened meanwhile.
+package queue
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/istota/istota/sidecar/internal/store"
+)
+
+// Status is the state of a task, as stored in tasks.status.
+type Status string
+
+// Task states. PendingConfirmation is part of the schema for tasks that wait for the
+// user's go-ahead; the queue never claims them but can cancel them.
+const (
+	Pending             Status = "pending"
+	Locked              Status = "locked"
+	Running             Status = "running"
+	Completed           Status = "completed"
+	Failed              Status = "failed"
+	Cancelled           Status = "cancelled"
+	PendingConfirmation Status = "pending_confirmation"
+)
+
+// Finished reports whether s is a final state that no longer changes.
+func (s Status) Finished() bool {
+	return s == Completed || s == Failed || s == Cancelled
+}
+
+func (s Status) valid() bool {
+	switch s {
+	case Pending, Locked, Running, Completed, Failed, Cancelled, PendingConfirmation:
+		return true
+	}
+	return false
+}
+
+// Task sources: where the work came from (tasks.source).
+const (
+	SourceTalk     = "talk"
+	SourceCLI      = "cli"
+	SourceEmail    = "email"
+	SourceTasksMD  = "tasks_md"
+	SourceCron     = "cron"
+	SourceBriefing = "briefing"
+)
+
+func knownSource(s string) bool {
+	switch s {
+	case SourceTalk, SourceCLI, SourceEmail, SourceTasksMD, SourceCron, SourceBriefing:
+		return true
+	}
+	return false
+}
+
+// Event kinds for AddEvent (task_events.kind). Other lowercase words are accepted too.
+const (
+	EventProgress = "progress"
+	EventTool     = "tool"
+	EventRetry    = "retry" // a transient API error the brain is retrying
+	EventResult   = "result"
+	EventError    = "error"
+)
+
+// Errors returned by lease-holding operations. A cancelled task's error matches both
+// ErrCancelled and ErrLeaseLost, so a worker that only cares whether it may continue can
+// test for ErrLeaseLost alone.
+var (
+	// ErrNoTask means Claim found nothing due that may run now.
+	ErrNoTask = errors.New("no task ready")
+	// ErrLeaseLost means the task is no longer held by the caller: it was reclaimed,
+	// cancelled, finished or deleted.
+	ErrLeaseLost = errors.New("lease lost")
+	// ErrCancelled means the task was cancelled.
+	ErrCancelled = errors.New("task cancelled")
+	// ErrFinished means Cancel was asked for a task that had already finished.
+	ErrFinished = errors.New("task already finished")
+)
+
+// Task mirrors one row of the tasks table.
+type Task struct {
+	ID                int64
+	UserID            string
+	Source            string
+	Interactive       bool
+	Status            Status
+	Prompt            string
+	ConversationToken string
+	ReplyToMessageID  int64
+	DedupeKey         string // empty when the task has none
+	Attempts          int    // failed runs so far; transient failures are not counted
+	MaxAttempts       int
+	TransientRetries  int
+	NextAttemptAt     time.Time
+	// LeaseOwner is the worker holding the task while locked or running. It is cleared
+	// when the task goes back to pending and kept when it finishes, so on a finished task
+	// it names the worker that last held it; a cancelled task with an owner was locked or
+	// running when it was cancelled.
+	LeaseOwner   string
+	LeaseUntil   time.Time
+	Result       string
+	Error        string // the last failure's reason
+	InputTokens  int64
+	OutputTokens int64
+	CostUSD      float64
+	CreatedAt    time.Time
+	StartedAt    time.Time
+	FinishedAt   time.Time
+}
+
+// NewTask is what intake hands to Enqueue.
+type NewTask struct {
+	UserID            string
+	Source            string // one of the Source* constants
+	Interactive       bool   // a person is waiting: claimed first and may use reserved slots
+	Prompt            string
+	ConversationToken string
+	ReplyToMessageID  int64
+	// DedupeKey makes intake idempotent (Talk message id, Message-ID, line hash,
+	// job+minute): a second Enqueue with the same key returns the first task.
+	DedupeKey   string
+	MaxAttempts int       // 0 means Options.MaxAttempts
+	NotBefore   time.Time // zero means now
+}
+
+// Options configure a Queue. Zero values take the documented defaults.
+type Options struct {
+	// Clock is the time source; default time.Now. Every stored time comes from it.
+	Clock func() time.Time
+	// Lease is how long a claim stays valid without renewal; default 2 minutes.
+	Lease time.Duration
+	// Backoff is the delay before retry n (the last entry repeats); default 1, 4, 16 min.
+	Backoff []time.Duration
+	// MaxAttempts is the default number of counted runs (first try plus retries); default 4.
+	MaxAttempts int
+	// MaxTransientRetries caps retries that do not count as attempts (API 429/5xx/529),
+	// so a task cannot bounce forever; after the cap a transient failure counts as a
+	// normal one. Default 10.
+	MaxTransientRetries int
+	// OnReclaimFailed, if set, runs inside the transaction in which ReclaimExpired or
+	// ReclaimAll gives a task up for good (its last attempt was interrupted), so the caller
+	// can enqueue the failure notice atomically, as Fail's within does. An error rolls that
+	// task's reclaim back; it is retried on the next reclaim.
+	OnReclaimFailed func(tx *sql.Tx, t Task) error
+}
+
+// Default values for Options.
+const (
+	DefaultLease               = 2 * time.Minute
+	DefaultMaxAttempts         = 4
+	DefaultMaxTransientRetries = 10
+)
+
+// DefaultBackoff is the retry schedule: 1, 4 and 16 minutes.
+func DefaultBackoff() []time.Duration {
+	return []time.Duration{time.Minute, 4 * time.Minute, 16 * time.Minute}
+}
+
+// Queue is the task queue over one store.DB. It is safe for concurrent use, and several
+// Queues (in one or more processes) may share a database.
+type Queue struct {
+	db   *store.DB
+	opts Options
+}
+
+// New returns a Queue over db.
+func New(db *store.DB, opts Options) *Queue {
+	if opts.Clock == nil {
+		opts.Clock = time.Now
+	}
+	if opts.Lease <= 0 {
+		opts.Lease = DefaultLease
+	}
+	if len(opts.Backoff) == 0 {
+		opts.Backoff = DefaultBackoff()
+	} else {
+		opts.Backoff = append([]time.Duration(nil), opts.Backoff...)
+	}
+	if opts.MaxAttempts <= 0 {
+		opts.MaxAttempts = DefaultMaxAttempts
+	}
+	if opts.MaxTransientRetries <= 0 {
+		opts.MaxTransientRetries = DefaultMaxTransientRetries
+	}
+	return &Queue{db: db, opts: opts}
+}
+
+// Lease is the lease duration claims get; workers renew well within it.
+func (q *Queue) Lease() time.Duration { return q.opts.Lease }
+
+func (q *Queue) now() time.Time { return q.opts.Clock().UTC() }
+
+// backoff is the delay before the retry that follows n earlier failures (n ≥ 0).
+func (q *Queue) backoff(n int) time.Duration {
+	if n >= len(q.opts.Backoff) {
+		n = len(q.opts.Backoff) - 1
+	}
+	if n < 0 {
+		n = 0
+	}
+	return q.opts.Backoff[n]
+}
+
+// taskColumns lists the tasks columns in the order scanTask reads them.
+const taskColumns = `id, user_id, source, interactive, status, prompt, conversation_token,
+	reply_to_message_id, dedupe_key, attempts, max_attempts, transient_retries, next_attempt_at,
+	lease_owner, lease_until, result, error, input_tokens, output_tokens, cost_usd,
+	created_at, started_at, finished_at`
+
+type scanner interface{ Scan(dest ...any) error }
+
+// querier is what *sql.DB and *sql.Tx have in common.
+type querier interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+func scanTask(s scanner) (Task, error) {
+	var (
+		t                                                      Task
+		status                                                 string
+		dedupe                                                 sql.NullString
+		nextAttempt, leaseUntil, created, started, finishedStr string
+	)
+	err := s.Scan(&t.ID, &t.UserID, &t.Source, &t.Interactive, &status, &t.Prompt,
+		&t.ConversationToken, &t.ReplyToMessageID, &dedupe, &t.Attempts, &t.MaxAttempts,
+		&t.TransientRetries, &nextAttempt, &t.LeaseOwner, &leaseUntil, &t.Result, &t.Error,
+		&t.InputTokens, &t.OutputTokens, &t.CostUSD, &created, &started, &finishedStr)
+	if err != nil {
+		return Task{}, err
+	}
+	t.Status = Status(status)
+	t.DedupeKey = dedupe.String
+	for _, f := range []struct {
+		dst *time.Time
+		src string
+	}{
+		{&t.NextAttemptAt, nextAttempt}, {&t.LeaseUntil, leaseUntil}, {&t.CreatedAt, created},
+		{&t.StartedAt, started}, {&t.FinishedAt, finishedStr},
+	} {
+		if *f.dst, err = store.ParseTime(f.src); err != nil {
+			return Task{}, fmt.Errorf("task %d: %w", t.ID, err)
+		}
+	}
+	return t, nil
+}
+
+func getTask(ctx context.Context, db querier, id int64) (Task, error) {
+	t, err := scanTask(db.QueryRowContext(ctx, `SELECT `+taskColumns+` FROM tasks WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Task{}, fmt.Errorf("queue: task %d: %w", id, store.ErrNotFound)
+	}
+	if err != nil {
+		return Task{}, fmt.Errorf("queue: read task %d: %w", id, err)
+	}
+	return t, nil
+}
+
+func (q *Queue) validate(nt NewTask) error {
+	switch {
+	case strings.TrimSpace(nt.UserID) == "":
+		return errors.New("queue: enqueue: user id is empty")
+	case strings.TrimSpace(nt.Prompt) == "":
+		return errors.New("queue: enqueue: prompt is empty")
+	case !knownSource(nt.Source):
+		return fmt.Errorf("queue: enqueue: unknown source %q (want talk, cli, email, tasks_md, cron or briefing)", nt.Source)
+	case nt.MaxAttempts < 0:
+		return fmt.Errorf("queue: enqueue: max attempts %d is negative", nt.MaxAttempts)
+	}
+	return nil
+}
+
+// Enqueue adds a task. When nt.DedupeKey names an existing task, that task is returned
+// with created false and nothing changes, so intake may safely repeat itself.
+func (q *Queue) Enqueue(ctx context.Context, nt NewTask) (Task, bool, error) {
+	tx, err := q.db.Write.BeginTx(ctx, nil)
+	if err != nil {
+		return Task{}, false, fmt.Errorf("queue: enqueue: begin: %w", err)
+	}
+	defer tx.Rollback()
+	id, created, err := q.EnqueueTx(ctx, tx, nt)
+	if err != nil {
+		return Task{}, false, err
+	}
+	t, err := getTask(ctx, tx, id)
+	if err != nil {
+		return Task{}, false, err
+	}
+	if err := tx.Commit(); err != nil {
+		return Task{}, false, fmt.Errorf("queue: enqueue: commit: %w", err)
+	}
+	return t, created, nil
+}
+
+// EnqueueTx is Enqueue inside the caller's transaction (begun on the store's writer), so
+// that intake can log a message and queue its task atomically.
+func (q *Queue) EnqueueTx(ctx context.Context, tx *sql.Tx, nt NewTask) (id int64, created bool, err error) {
+	if err := q.validate(nt); err != nil {
+		return 0, false, err
+	}
+	now := q.now()
+	notBefore := now
+	if !nt.NotBefore.IsZero() {
+		notBefore = nt.NotBefore
+	}
+	maxAttempts := nt.MaxAttempts
+	if maxAttempts == 0 {
+		maxAttempts = q.opts.MaxAttempts
+	}
+	var dedupe any // NULL when absent: the UNIQUE constraint ignores NULLs
+	if nt.DedupeKey != "" {
+		dedupe = nt.DedupeKey
+	}
+	err = tx.QueryRowContext(ctx, `
+		INSERT INTO tasks (user_id, source, interactive, status, prompt, conversation_token,
+			reply_to_message_id, dedupe_key, max_attempts, next_attempt_at, created_at)
+		VALUES (?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (dedupe_key) DO NOTHING
+		RETURNING id`,
+		nt.UserID, nt.Source, nt.Interactive, nt.Prompt, nt.ConversationToken,
+		nt.ReplyToMessageID, dedupe, maxAttempts, store.FormatTime(notBefore), store.FormatTime(now),
+	).Scan(&id)
+	if err == nil {
+		return id, true, nil
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return 0, false, fmt.Errorf("queue: enqueue: %w", err)
+	}
+	// The insert did nothing: the dedupe key is taken.
+	err = tx.QueryRowContext(ctx, `SELECT id FROM tasks WHERE dedupe_key = ?`, nt.DedupeKey).Scan(&id)
+	if err != nil {
+		return 0, false, fmt.Errorf("queue: enqueue: find task with dedupe key: %w", err)
+	}
+	return id, false, nil
+}
+
+// withTx runs fn in a write transaction (BEGIN IMMEDIATE through the store's DSN) and
+// commits when fn succeeds.
+func (q *Queue) withTx(ctx context.Context, what string, fn func(tx *sql.Tx) error) error {
+	tx, err := q.db.Write.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("queue: %s: begin: %w", what, err)
+	}
+	defer tx.Rollback()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("queue: %s: commit: %w", what, err)
+	}
+	return nil
+}
