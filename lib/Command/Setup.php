@@ -1,0 +1,71 @@
+<?php
+
+declare(strict_types=1);
+
+/**
+ * SPDX-FileCopyrightText: 2026 Istota contributors
+ * SPDX-License-Identifier: AGPL-3.0-or-later
+ */
+
+namespace OCA\Istota\Command;
+
+use OCA\Istota\Service\SetupService;
+use Symfony\Component\Console\Command\Command;
+use Symfony\Component\Console\Formatter\OutputFormatter;
+use Symfony\Component\Console\Input\InputInterface;
+use Symfony\Component\Console\Input\InputOption;
+use Symfony\Component\Console\Output\ConsoleOutputInterface;
+use Symfony\Component\Console\Output\OutputInterface;
+
+/**
+ * `occ istota:setup` creates the shared secret and the bot secret if they are missing,
+ * registers the bot with Talk and prints (or writes) the sidecar's TOML configuration.
+ * The TOML goes to standard output alone, so it can be redirected; notes go to stderr.
+ */
+class Setup extends Command {
+	public function __construct(
+		private readonly SetupService $setup,
+	) {
+		parent::__construct();
+	}
+
+	protected function configure(): void {
+		$this->setName('istota:setup')
+			->setDescription('Create the Istota secrets, register the Talk bot and print the sidecar configuration')
+			->addOption('nextcloud-url', null, InputOption::VALUE_REQUIRED, 'URL the sidecar uses to reach Nextcloud (default: overwrite.cli.url)')
+			->addOption('sidecar-url', null, InputOption::VALUE_REQUIRED, 'URL Nextcloud uses to reach the sidecar; stored as the sidecar_url app config')
+			->addOption('write', null, InputOption::VALUE_REQUIRED, 'Write the configuration to this file (mode 0600) instead of printing it');
+	}
+
+	protected function execute(InputInterface $input, OutputInterface $output): int {
+		$notes = $output instanceof ConsoleOutputInterface ? $output->getErrorOutput() : $output;
+		try {
+			$outcome = $this->setup->prepare(self::option($input, 'nextcloud-url'), self::option($input, 'sidecar-url'));
+		} catch (\InvalidArgumentException $e) {
+			$notes->writeln('<error>' . OutputFormatter::escape($e->getMessage()) . '</error>');
+			return self::INVALID;
+		}
+		$registration = $outcome->registration;
+		$notes->writeln(($registration->registered ? '<info>' : '<comment>') . OutputFormatter::escape($registration->message) . ($registration->registered ? '</info>' : '</comment>'));
+
+		$toml = $outcome->config->toToml();
+		$path = self::option($input, 'write');
+		if ($path === null) {
+			$output->write($toml, false, OutputInterface::OUTPUT_RAW);
+			return self::SUCCESS;
+		}
+		try {
+			$this->setup->writeFile($path, $toml);
+		} catch (\RuntimeException $e) {
+			$notes->writeln('<error>Could not write the sidecar configuration: ' . OutputFormatter::escape($e->getMessage()) . '</error>');
+			return self::FAILURE;
+		}
+		$notes->writeln(sprintf('Wrote the sidecar configuration to %s (mode 0600). Restart the sidecar to use it.', OutputFormatter::escape($path)));
+		return self::SUCCESS;
+	}
+
+	private static function option(InputInterface $input, string $name): ?string {
+		$value = $input->getOption($name);
+		return is_string($value) && trim($value) !== '' ? trim($value) : null;
+	}
+}

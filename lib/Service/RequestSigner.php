@@ -1,0 +1,60 @@
+<?php
+
+declare(strict_types=1);
+
+/**
+ * SPDX-FileCopyrightText: 2026 Istota contributors
+ * SPDX-License-Identifier: AGPL-3.0-or-later
+ */
+
+namespace OCA\Istota\Service;
+
+/**
+ * RequestSigner implements signing version v1 of docs/app-sidecar-protocol.md: an
+ * HMAC-SHA256 with the shared secret over version, method, path with query, timestamp,
+ * nonce and the SHA-256 of the raw body. The Go side is sidecar/internal/signing; both
+ * are checked against sidecar/internal/signing/testdata/vectors.json.
+ *
+ * Secret parameters are marked #[\SensitiveParameter] so that PHP (8.2+) leaves them out
+ * of any stack trace that ends up in the Nextcloud log.
+ */
+class RequestSigner {
+	public const VERSION = 'v1';
+	public const HEADER_TIMESTAMP = 'X-Istota-Timestamp';
+	public const HEADER_NONCE = 'X-Istota-Nonce';
+	public const HEADER_SIGNATURE = 'X-Istota-Signature';
+
+	/** The string that is signed; lines joined by "\n", no trailing newline. */
+	public function canonical(string $method, string $pathAndQuery, string $timestamp, string $nonce, string $body): string {
+		return implode("\n", [
+			self::VERSION,
+			strtoupper($method),
+			$pathAndQuery,
+			$timestamp,
+			$nonce,
+			hash('sha256', $body),
+		]);
+	}
+
+	/** The value of the X-Istota-Signature header: "v1=" and the lowercase hex HMAC. */
+	public function signature(#[\SensitiveParameter] string $secret, string $method, string $pathAndQuery, string $timestamp, string $nonce, string $body): string {
+		return self::VERSION . '=' . hash_hmac('sha256', $this->canonical($method, $pathAndQuery, $timestamp, $nonce, $body), $secret);
+	}
+
+	/**
+	 * The three signing headers for one request, with a fresh nonce (16 random bytes as
+	 * 32 lowercase hex characters). Sign at send time: the sidecar refuses timestamps more
+	 * than 300 s away and nonces it has seen before.
+	 *
+	 * @return array<string, string>
+	 */
+	public function headers(#[\SensitiveParameter] string $secret, string $method, string $pathAndQuery, string $body, int $timestamp): array {
+		$ts = (string)$timestamp;
+		$nonce = bin2hex(random_bytes(16));
+		return [
+			self::HEADER_TIMESTAMP => $ts,
+			self::HEADER_NONCE => $nonce,
+			self::HEADER_SIGNATURE => $this->signature($secret, $method, $pathAndQuery, $ts, $nonce, $body),
+		];
+	}
+}

@@ -1,0 +1,108 @@
+<?php
+
+declare(strict_types=1);
+
+/**
+ * SPDX-FileCopyrightText: 2026 Istota contributors
+ * SPDX-License-Identifier: AGPL-3.0-or-later
+ */
+
+namespace OCA\Istota\Tests\Support;
+
+use OCA\Istota\AppInfo\Application;
+use OCA\Istota\Db\OutboxMapper;
+use OCA\Istota\Migration\Version000100Date20261122000000;
+use OCA\Istota\Service\AddressingRule;
+use OCA\Istota\Service\AppSettings;
+use OCA\Istota\Service\BotRegistration;
+use OCA\Istota\Service\EventPayloadBuilder;
+use OCA\Istota\Service\OutboxFlusher;
+use OCA\Istota\Service\RequestSigner;
+use OCA\Istota\Service\SelfTest;
+use OCA\Istota\Service\SetupService;
+use OCA\Istota\Service\SidecarClient;
+use OCA\Istota\Service\TalkEnvironment;
+use OCA\Istota\Service\TalkEventForwarder;
+use OCA\Talk\Manager;
+use OCA\Talk\Room;
+use OCA\Talk\Service\ParticipantService;
+
+/**
+ * Harness wires the app's real services the way Nextcloud's DI would, over the test
+ * doubles: in-memory app config, a real SQLite database migrated by the app's own
+ * migration, real HTTP, and Talk's internal classes in a container.
+ */
+final class Harness {
+	public readonly MemoryAppConfig $appConfig;
+	public readonly TestRandom $random;
+	public readonly AppSettings $settings;
+	public readonly StreamClientService $http;
+	public readonly FixedClock $clock;
+	public readonly SidecarClient $client;
+	public readonly SqliteConnection $db;
+	public readonly OutboxMapper $outbox;
+	public readonly RecordingLogger $logger;
+	public readonly OutboxFlusher $flusher;
+	public readonly Directory $directory;
+	public readonly TestAppManager $apps;
+	public readonly TestContainer $container;
+	public readonly TalkEnvironment $talk;
+	public readonly EventPayloadBuilder $payloads;
+	public readonly TalkEventForwarder $forwarder;
+	public readonly RecordingDispatcher $dispatcher;
+	public readonly BotRegistration $registration;
+	private readonly string $dbPath;
+
+	/**
+	 * @param array<string, array{0: int, 1: int}> $rooms Talk conversations: token => [type, user count]
+	 */
+	public function __construct(string $sidecarUrl, ?string $sharedSecret = null, array $rooms = []) {
+		$this->appConfig = new MemoryAppConfig();
+		$this->random = new TestRandom();
+		$this->settings = new AppSettings($this->appConfig, $this->random);
+		$this->appConfig->setValueString(Application::APP_ID, AppSettings::KEY_SIDECAR_URL, $sidecarUrl);
+		if ($sharedSecret !== null) {
+			$this->appConfig->setValueString(Application::APP_ID, AppSettings::KEY_SHARED_SECRET, $sharedSecret, lazy: true, sensitive: true);
+		}
+		$this->http = new StreamClientService();
+		$this->clock = new FixedClock();
+		$this->client = new SidecarClient($this->http, $this->settings, new RequestSigner(), $this->clock);
+
+		$this->dbPath = sys_get_temp_dir() . '/istota-test-' . bin2hex(random_bytes(6)) . '.sqlite';
+		$this->db = new SqliteConnection($this->dbPath);
+		SqliteSchema::migrate($this->db, new Version000100Date20261122000000(), new RecordingOutput());
+		$this->outbox = new OutboxMapper($this->db);
+		$this->logger = new RecordingLogger();
+		$this->flusher = new OutboxFlusher($this->outbox, $this->client, $this->clock, $this->logger);
+
+		$this->directory = new Directory();
+		$this->apps = new TestAppManager();
+		$roomObjects = [];
+		$counts = [];
+		foreach ($rooms as $token => [$type, $count]) {
+			$roomObjects[$token] = new Room($type, $token);
+			$counts[$token] = $count;
+		}
+		$this->container = new TestContainer([
+			Manager::class => new Manager($roomObjects),
+			ParticipantService::class => new ParticipantService($counts),
+		]);
+		$this->talk = new TalkEnvironment($this->apps, $this->container, $this->logger);
+		$this->payloads = new EventPayloadBuilder($this->directory, $this->directory, $this->directory, $this->settings, $this->talk, $this->clock);
+		$this->forwarder = new TalkEventForwarder($this->settings, $this->payloads, $this->client, $this->outbox, $this->flusher, new AddressingRule(), $this->clock, $this->logger);
+		$this->dispatcher = new RecordingDispatcher();
+		$this->registration = new BotRegistration($this->settings, $this->talk, $this->dispatcher);
+	}
+
+	public function selfTest(): SelfTest {
+		return new SelfTest($this->settings, $this->client, $this->talk, $this->outbox);
+	}
+
+	public function setupService(): SetupService {
+		return new SetupService($this->settings, $this->registration, $this->directory);
+	}
+
+	public function close(): void {
+		@unlink($this->dbPath);
+	}
+}

@@ -1,0 +1,43 @@
+<?php
+
+declare(strict_types=1);
+
+/**
+ * SPDX-FileCopyrightText: 2026 Istota contributors
+ * SPDX-License-Identifier: AGPL-3.0-or-later
+ */
+
+namespace OCA\Istota\Tests\Unit\AppInfo;
+
+use OCA\Istota\AppInfo\Application;
+use OCA\Istota\Listener\BotInvokeListener;
+use OCP\AppFramework\Bootstrap\IRegistrationContext;
+use PHPUnit\Framework\TestCase;
+
+class ApplicationTest extends TestCase {
+	public function testRegistersTheTalkListenerByClassName(): void {
+		$context = new class implements IRegistrationContext {
+			/** @var list<array{0: string, 1: string}> */
+			public array $listeners = [];
+
+			public function registerEventListener(string $event, string $listener, int $priority = 0): void {
+				$this->listeners[] = [$event, $listener];
+			}
+		};
+		(new Application())->register($context);
+		$this->assertSame([['OCA\Talk\Events\BotInvokeEvent', BotInvokeListener::class]], $context->listeners);
+	}
+
+	/**
+	 * Nextcloud loads the app and its listener class whether Talk is there or not.
+	 *
+	 * @runInSeparateProcess
+	 * @preserveGlobalState disabled
+	 */
+	public function testLoadsWithoutTalk(): void {
+		putenv('ISTOTA_TEST_WITHOUT_TALK=1');
+		$this->assertTrue(class_exists(Application::class));
+		$this->assertTrue(class_exists(BotInvokeListener::class));
+		$this->assertFalse(class_exists('OCA\Talk\Events\BotInvokeEvent'));
+	}
+}

@@ -1,0 +1,31 @@
+<?php
+
+declare(strict_types=1);
+
+/**
+ * SPDX-FileCopyrightText: 2026 Istota contributors
+ * SPDX-License-Identifier: AGPL-3.0-or-later
+ *
+ * Test stub: hand-written minimal signature of Nextcloud Talk (spreed) 21, only what the app uses.
+ */
+
+namespace OCA\Talk;
+
+use OCA\Talk\Exceptions\RoomNotFoundException;
+
+/** Test double of Talk's room manager: knows the rooms it was given. */
+class Manager {
+	/** @param array<string, Room> $rooms by token */
+	public function __construct(
+		private array $rooms = [],
+	) {
+	}
+
+	/** @throws RoomNotFoundException */
+	public function getRoomByToken(string $token, ?string $preloadUserId = null, ?string $serverUrl = null): Room {
+		if (!isset($this->rooms[$token])) {
+			throw new RoomNotFoundException();
+		}
+		return $this->rooms[$token];
+	}
+}

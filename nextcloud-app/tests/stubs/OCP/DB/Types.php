@@ -1,0 +1,21 @@
+<?php
+
+declare(strict_types=1);
+
+/**
+ * SPDX-FileCopyrightText: 2026 Istota contributors
+ * SPDX-License-Identifier: AGPL-3.0-or-later
+ *
+ * Test stub: hand-written minimal signature of Nextcloud OCP stable31, only what the app uses.
+ */
+
+namespace OCP\DB;
+
+final class Types {
+	public const BIGINT = 'bigint';
+	public const BOOLEAN = 'boolean';
+	public const INTEGER = 'integer';
+	public const SMALLINT = 'smallint';
+	public const STRING = 'string';
+	public const TEXT = 'text';
+}

@@ -1,0 +1,26 @@
+<?php
+
+declare(strict_types=1);
+
+/**
+ * SPDX-FileCopyrightText: 2026 Istota contributors
+ * SPDX-License-Identifier: AGPL-3.0-or-later
+ *
+ * Test stub: hand-written minimal signature of Nextcloud OCP stable31, only what the app uses.
+ */
+
+namespace OCP\Migration;
+
+interface IOutput {
+	public function debug(string $message): void;
+
+	public function info($message);
+
+	public function warning($message);
+
+	public function startProgress($max = 0);
+
+	public function advance($step = 1, $description = '');
+
+	public function finishProgress();
+}
