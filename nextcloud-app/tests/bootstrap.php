@@ -16,7 +16,7 @@ declare(strict_types=1);
  * process can set it with putenv() before touching any Talk class.
  */
 
-const ISTOTA_REPO_ROOT = __DIR__ . '/../..';
+define('ISTOTA_REPO_ROOT', dirname(__DIR__, 2));
 
 foreach ([
 	'/usr/share/php/Symfony/Component/Console/autoload.php',
