@@ -359,8 +359,8 @@ func (q *Queue) ReclaimExpired(ctx context.Context) (int, error) {
 	return q.reclaim(ctx, false)
 }
 
-// ReclaimAll is ReclaimExpired for every locked or running task whatever its lease says.
-// Call it only at start-up while holding the process lock, when every such row belongs to
+// ReclaimAll is ReclaimExpired for every locked or running task whatever its lease says,
+// except that the reclaimed tasks are due at once. Call it only at start-up while holding the process lock, when every such row belongs to
 // a process that is gone.
 func (q *Queue) ReclaimAll(ctx context.Context) (int, error) {
 	return q.reclaim(ctx, true)
@@ -433,6 +433,13 @@ func (q *Queue) reclaimOne(ctx context.Context, id int64, all bool, now time.Tim
 			reason = reasonRestart
 		}
 		final := false
+		// A run cut short by a restart counts as an attempt (a task that keeps killing
+		// the sidecar must end), but runs again at once: the user is still waiting.
+		// A hung run whose lease expired backs off like any failure.
+		delay := q.backoff(t.Attempts)
+		if all {
+			delay = 0
+		}
 		switch {
 		case t.Status == Locked:
 			_, err = tx.ExecContext(ctx, `
@@ -448,7 +455,7 @@ func (q *Queue) reclaimOne(ctx context.Context, id int64, all bool, now time.Tim
 			_, err = tx.ExecContext(ctx, `
 				UPDATE tasks SET status = 'pending', attempts = attempts + 1, error = ?, next_attempt_at = ?,
 					lease_owner = '', lease_until = ''
-				WHERE id = ?`, reason, store.FormatTime(now.Add(q.backoff(t.Attempts))), id)
+				WHERE id = ?`, reason, store.FormatTime(now.Add(delay)), id)
 		}
 		if err != nil {
 			return fmt.Errorf("queue: reclaim task %d: %w", id, err)

@@ -549,6 +549,10 @@ func TestReclaimAll(t *testing.T) {
 			t.Errorf("task %d = %s/%d, want %s/%d", id, row.Status, row.Attempts, w.status, w.attempts)
 		}
 	}
+	// The interrupted run counts, but the task is due again at once: its user waits.
+	if row := mustGet(t, q, b.ID); row.NextAttemptAt.After(q.now()) {
+		t.Fatalf("the reclaimed task is due only at %s, not at once (%s)", row.NextAttemptAt, q.now())
+	}
 }
 
 func TestCancelWhileRunning(t *testing.T) {

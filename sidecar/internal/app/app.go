@@ -1,0 +1,151 @@
+// Package app is the composition root: it parses the command line, loads the
+// configuration and wires every component. Only this package knows them all.
+package app
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/istota/istota/sidecar/internal/config"
+	"github.com/istota/istota/sidecar/internal/sandbox"
+)
+
+// Version is set at build time with -ldflags "-X …/app.Version=…".
+var Version = "0.1.0-dev"
+
+// Run executes one istota command. args excludes the program name.
+func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		usage(stderr)
+		return errUsage
+	}
+	cmd, rest := args[0], args[1:]
+	switch cmd {
+	case "serve":
+		return cmdServe(ctx, rest, stdout, stderr)
+	case "task":
+		return cmdTask(ctx, rest, stdout, stderr)
+	case "list":
+		return cmdList(ctx, rest, stdout, stderr)
+	case "show":
+		return cmdShow(ctx, rest, stdout, stderr)
+	case "config":
+		return cmdConfig(rest, stdout, stderr)
+	case "sandbox-init":
+		// Runs inside the sandbox as its init: no config, no database, no secrets.
+		if code := sandbox.RunInit(rest, stdin, stdout, stderr); code != 0 {
+			return ExitCode(code)
+		}
+		return nil
+	case "version", "--version":
+		fmt.Fprintln(stdout, "istota", Version)
+		return nil
+	case "help", "-h", "--help":
+		usage(stdout)
+		return nil
+	default:
+		fmt.Fprintf(stderr, "istota: unknown command %q\n\n", cmd)
+		usage(stderr)
+		return errUsage
+	}
+}
+
+// ExitCode is an error that carries a process exit status without a message.
+type ExitCode int
+
+func (e ExitCode) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
+
+var errUsage = ExitCode(2)
+
+func usage(w io.Writer) {
+	fmt.Fprint(w, `Usage: istota <command> [options]
+
+Commands:
+  serve                     run the sidecar (HTTP API, workers, Talk delivery)
+  task "…" -u USER          run a task for USER and print the answer (--dry-run prints the prompt)
+  list [-u USER] [-n N]     list recent tasks
+  show ID                   show one task with its events
+  config                    print the effective configuration, secrets redacted
+  version                   print the version
+
+Every command takes -c FILE (or ISTOTA_CONFIG) to name the configuration file.
+`)
+}
+
+// commonFlags registers -c and returns a loader for the configuration.
+func commonFlags(fs *flag.FlagSet) func() (config.Config, error) {
+	path := fs.String("c", os.Getenv("ISTOTA_CONFIG"), "configuration file (TOML)")
+	return func() (config.Config, error) { return config.Load(*path, os.Environ()) }
+}
+
+func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) error {
+	fs.SetOutput(stderr)
+	if err := fs.Parse(reorder(fs, args)); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return errUsage
+	}
+	return nil
+}
+
+// reorder moves flags before positional arguments so `istota task "hi" -u alice` works.
+func reorder(fs *flag.FlagSet, args []string) []string {
+	var flags, pos []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			pos = append(pos, args[i+1:]...)
+			break
+		}
+		if strings.HasPrefix(a, "-") && len(a) > 1 {
+			flags = append(flags, a)
+			name := strings.TrimLeft(a, "-")
+			if strings.Contains(name, "=") {
+				continue
+			}
+			if f := fs.Lookup(name); f != nil {
+				if bf, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && bf.IsBoolFlag() {
+					continue
+				}
+				if i+1 < len(args) {
+					flags = append(flags, args[i+1])
+					i++
+				}
+			}
+			continue
+		}
+		pos = append(pos, a)
+	}
+	return append(flags, pos...)
+}
+
+func newLogger(cfg config.Config, w io.Writer) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(cfg.Log.Level))
+	opts := &slog.HandlerOptions{Level: level}
+	if cfg.Log.Format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+func cmdConfig(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("config", flag.ContinueOnError)
+	load := commonFlags(fs)
+	if err := parseFlags(fs, args, stderr); err != nil {
+		return err
+	}
+	cfg, err := load()
+	if err != nil {
+		return err
+	}
+	fmt.Fprint(stdout, cfg.Redacted())
+	return nil
+}

@@ -1,0 +1,161 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"sync"
+
+	"github.com/istota/istota/sidecar/internal/brain"
+	"github.com/istota/istota/sidecar/internal/config"
+	"github.com/istota/istota/sidecar/internal/executor"
+	"github.com/istota/istota/sidecar/internal/queue"
+	"github.com/istota/istota/sidecar/internal/sandbox"
+)
+
+// sandboxLaunchers adapts the sandbox runner to the executor: one sandboxed launcher per
+// task, with the model API key added by the task's gateway outside the sandbox.
+type sandboxLaunchers struct {
+	runner *sandbox.Runner
+	cfg    config.Config
+	agent  string // host path of the agent binary, symlinks resolved
+	log    *slog.Logger
+}
+
+func newSandboxLaunchers(ctx context.Context, cfg config.Config, log *slog.Logger) (*sandboxLaunchers, error) {
+	agent, err := exec.LookPath(cfg.Brain.ClaudePath)
+	if err != nil {
+		return nil, fmt.Errorf("brain.claude_path: the claude CLI %q was not found: %w (install @anthropic-ai/claude-code)", cfg.Brain.ClaudePath, err)
+	}
+	if agent, err = filepath.EvalSymlinks(agent); err != nil {
+		return nil, fmt.Errorf("brain.claude_path: %w", err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("locate the istota binary: %w", err)
+	}
+	scfg := sandbox.Config{
+		BwrapPath:   cfg.Sandbox.BwrapPath,
+		SelfPath:    self,
+		SocketDir:   filepath.Join(cfg.DataDir, "run"),
+		Unsandboxed: cfg.Sandbox.Unsandboxed,
+	}
+	if scfg.BwrapPath != "" && !filepath.IsAbs(scfg.BwrapPath) {
+		if p, err := exec.LookPath(scfg.BwrapPath); err == nil {
+			scfg.BwrapPath = p
+		}
+	}
+	if os.Geteuid() == 0 {
+		u, err := user.Lookup(cfg.Sandbox.AgentUser)
+		if err != nil {
+			return nil, fmt.Errorf("sandbox.agent_user: istota runs as root, so agents need an unprivileged account, but %q does not exist (create it: useradd --system --no-create-home istota-agent)", cfg.Sandbox.AgentUser)
+		}
+		uid, _ := strconv.ParseUint(u.Uid, 10, 32)
+		gid, _ := strconv.ParseUint(u.Gid, 10, 32)
+		scfg.AgentUID, scfg.AgentGID = uint32(uid), uint32(gid)
+	}
+	if scfg.Unsandboxed {
+		log.Warn("SANDBOX DISABLED: agents run directly on the host and can read everything the agent account can; use this for single-user development only")
+	} else if err := sandbox.Probe(ctx, scfg); err != nil {
+		return nil, fmt.Errorf("%w\nagents cannot be isolated on this host, so istota refuses to serve; fix the cause above, or set sandbox.unsandboxed = true for single-user development only", err)
+	}
+	runner, err := sandbox.New(scfg, log)
+	if err != nil {
+		return nil, err
+	}
+	if n, err := runner.RemoveStale(); err != nil {
+		log.Warn("removing stale sandbox sockets failed", "err", err)
+	} else if n > 0 {
+		log.Info("removed stale sandbox sockets of the previous run", "count", n)
+	}
+	return &sandboxLaunchers{runner: runner, cfg: cfg, agent: agent, log: log}, nil
+}
+
+// agentPath is the agent binary as the brain must name it inside the sandbox.
+func (l *sandboxLaunchers) agentPath() string {
+	if l.cfg.Sandbox.Unsandboxed {
+		return l.agent
+	}
+	return sandbox.AgentPath(l.agent)
+}
+
+func (l *sandboxLaunchers) describe() string {
+	if l.cfg.Sandbox.Unsandboxed {
+		return "DISABLED"
+	}
+	return "bwrap"
+}
+
+func (l *sandboxLaunchers) close() {
+	if err := l.runner.Close(); err != nil {
+		l.log.Warn("closing the sandbox runner", "err", err)
+	}
+}
+
+// ForTask implements executor.Launchers.
+func (l *sandboxLaunchers) ForTask(_ context.Context, t queue.Task, ws executor.Workspace) (brain.Launcher, func() error, error) {
+	tl := &taskLauncher{l: l, task: t, ws: ws}
+	return tl, tl.close, nil
+}
+
+// taskLauncher starts the agent of one task in that task's sandbox.
+type taskLauncher struct {
+	l    *sandboxLaunchers
+	task queue.Task
+	ws   executor.Workspace
+	mu   sync.Mutex
+	runs []*sandbox.Run
+}
+
+func (tl *taskLauncher) Command(ctx context.Context, argv []string, env map[string]string, stdin io.Reader) (*exec.Cmd, error) {
+	merged := map[string]string{
+		"ISTOTA_TASK_ID":   strconv.FormatInt(tl.task.ID, 10),
+		"ISTOTA_USER_ID":   tl.task.UserID,
+		"ISTOTA_WORKSPACE": sandbox.WorkspaceDir,
+		"TMPDIR":           "/tmp",
+	}
+	if tl.task.ConversationToken != "" {
+		merged["ISTOTA_CONVERSATION"] = tl.task.ConversationToken
+	}
+	for k, v := range env {
+		merged[k] = v
+	}
+	run, err := tl.l.runner.Prepare(ctx, sandbox.Spec{
+		TaskID:      tl.task.ID,
+		UserID:      tl.task.UserID,
+		Workspace:   tl.ws.Root,
+		Home:        tl.ws.Home,
+		Tmp:         tl.ws.Tmp,
+		AgentBinary: tl.l.agent,
+		Argv:        argv,
+		Env:         merged,
+		Stdin:       stdin,
+		LLM:         &sandbox.LLMUpstream{BaseURL: tl.l.cfg.Brain.APIBaseURL, APIKey: tl.l.cfg.Brain.APIKey, Header: "x-api-key"},
+	})
+	if err != nil {
+		return nil, err
+	}
+	tl.mu.Lock()
+	tl.runs = append(tl.runs, run)
+	tl.mu.Unlock()
+	return run.Cmd, nil
+}
+
+func (tl *taskLauncher) close() error {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	var first error
+	for _, r := range tl.runs {
+		if err := r.Close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	tl.runs = nil
+	return first
+}

@@ -1,0 +1,241 @@
+package app
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/istota/istota/sidecar/internal/brain/claude"
+	"github.com/istota/istota/sidecar/internal/config"
+	"github.com/istota/istota/sidecar/internal/executor"
+	"github.com/istota/istota/sidecar/internal/httpapi"
+	"github.com/istota/istota/sidecar/internal/intake"
+	"github.com/istota/istota/sidecar/internal/outbox"
+	"github.com/istota/istota/sidecar/internal/queue"
+	"github.com/istota/istota/sidecar/internal/signing"
+	"github.com/istota/istota/sidecar/internal/store"
+	"github.com/istota/istota/sidecar/internal/talk"
+	"github.com/istota/istota/sidecar/internal/worker"
+)
+
+// sidecar is every long-lived component of `istota serve`, in start order.
+type sidecar struct {
+	cfg      config.Config
+	log      *slog.Logger
+	lock     *processLock
+	db       *store.DB
+	queue    *queue.Queue
+	outbox   *outbox.Outbox
+	pool     *worker.Pool
+	exec     *executor.Executor
+	intake   *intake.Intake
+	api      *httpapi.API
+	owner    string
+	launcher *sandboxLaunchers
+}
+
+func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	load := commonFlags(fs)
+	if err := parseFlags(fs, args, stderr); err != nil {
+		return err
+	}
+	cfg, err := load()
+	if err != nil {
+		return err
+	}
+	log := newLogger(cfg, stderr)
+	s, err := openSidecar(ctx, cfg, log, true)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	return s.serve(ctx)
+}
+
+// openSidecar builds every component. withSecrets generates missing secrets (serve);
+// the CLI commands only need the database and the executor.
+func openSidecar(ctx context.Context, cfg config.Config, log *slog.Logger, serving bool) (*sidecar, error) {
+	s := &sidecar{cfg: cfg, log: log}
+	ok := false
+	defer func() {
+		if !ok {
+			s.close()
+		}
+	}()
+	lock, err := acquireLock(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	s.lock = lock
+	// Sandbox bind sources must be absolute paths without symbolic links.
+	if s.cfg.DataDir, err = filepath.Abs(cfg.DataDir); err == nil {
+		s.cfg.DataDir, err = filepath.EvalSymlinks(s.cfg.DataDir)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("data_dir: %w", err)
+	}
+	cfg = s.cfg
+	if serving {
+		if err := s.ensureSecrets(); err != nil {
+			return nil, err
+		}
+	}
+	s.db, err = store.Open(ctx, cfg.Database.Path)
+	if err != nil {
+		return nil, err
+	}
+	host, _ := os.Hostname()
+	s.owner = fmt.Sprintf("%s:%d:%d", host, os.Getpid(), time.Now().UnixNano())
+	// The executor is built below; the closure only runs once serving has started.
+	s.queue = queue.New(s.db, queue.Options{OnReclaimFailed: func(tx *sql.Tx, t queue.Task) error { return s.exec.NotifyFailure(tx, t) }})
+
+	sender := talk.NewClient(cfg.Nextcloud.URL, []byte(cfg.Talk.BotSecret), &http.Client{Timeout: cfg.Nextcloud.RequestTimeout.Duration})
+	s.outbox = outbox.New(s.db, sender, outbox.Options{Logger: log.With("component", "outbox")})
+
+	s.launcher, err = newSandboxLaunchers(ctx, cfg, log.With("component", "sandbox"))
+	if err != nil {
+		return nil, err
+	}
+	brain := claude.New(claude.Config{Binary: s.launcher.agentPath(), Model: cfg.Brain.Model, MaxTurns: cfg.Brain.MaxTurns}, log.With("component", "claude"))
+	s.exec = executor.New(s.db, s.queue, s.outbox, brain, s.launcher, executor.Options{
+		BotName:             cfg.Talk.BotName,
+		DataDir:             cfg.DataDir,
+		Model:               cfg.Brain.Model,
+		MaxTurns:            cfg.Brain.MaxTurns,
+		TaskTimeout:         cfg.Brain.TaskTimeout.Duration,
+		ProgressInterval:    cfg.Talk.ProgressInterval.Duration,
+		MaxProgressMessages: cfg.Talk.MaxProgressMessages,
+		ContextMessages:     cfg.Talk.ContextMessages,
+		Owner:               s.owner,
+		Logger:              log.With("component", "executor"),
+		OnReply:             s.outbox.Wake,
+	})
+	reserved := cfg.Workers.ReservedInteractive
+	if reserved == 0 {
+		reserved = -1 // the pool reads 0 as "default"; the admin asked for none
+	}
+	s.pool = worker.New(s.queue, s.exec.Handle, worker.Options{
+		Max:                 cfg.Workers.Max,
+		ReservedInteractive: reserved,
+		FailNotice: func(tx *sql.Tx, t queue.Task, final bool) error {
+			if !final {
+				return nil
+			}
+			return s.exec.NotifyFailure(tx, t)
+		},
+		Owner:  s.owner,
+		Logger: log.With("component", "worker"),
+	})
+	s.intake = intake.New(s.db, s.queue, s.outbox, intake.Options{
+		BotName:   cfg.Talk.BotName,
+		Logger:    log.With("component", "intake"),
+		Canceller: s.pool,
+		OnTask:    s.pool.Wake,
+		OnReply:   s.outbox.Wake,
+	})
+	s.api = httpapi.New(s.intake, signing.NewNonces(s.db), httpapi.Options{
+		Secret:       []byte(cfg.Nextcloud.SharedSecret),
+		MaxBodyBytes: cfg.Server.MaxBodyBytes,
+		Version:      Version,
+		Schema:       store.SchemaVersion(),
+		Logger:       log.With("component", "http"),
+	})
+	ok = true
+	return s, nil
+}
+
+// ensureSecrets fills in a missing shared secret from (or into) the data directory and
+// says plainly what is missing for Talk.
+func (s *sidecar) ensureSecrets() error {
+	if s.cfg.Nextcloud.SharedSecret == "" {
+		secret, created, err := loadOrCreateSecret(s.cfg.DataDir, "shared_secret")
+		if err != nil {
+			return err
+		}
+		s.cfg.Nextcloud.SharedSecret = secret
+		if created {
+			s.log.Warn("generated a shared secret; give it to the Nextcloud app with `occ istota:setup` or set nextcloud.shared_secret_file",
+				"path", filepath.Join(s.cfg.DataDir, "shared_secret"))
+		}
+	}
+	if s.cfg.Talk.BotSecret == "" {
+		s.log.Warn("talk.bot_secret is not set: answers wait in the outbox until it is (run `occ istota:setup`)")
+	}
+	return nil
+}
+
+func (s *sidecar) serve(ctx context.Context) error {
+	if n, err := s.queue.ReclaimAll(ctx); err != nil {
+		return fmt.Errorf("reclaim tasks of the previous run: %w", err)
+	} else if n > 0 {
+		s.log.Info("re-queued tasks interrupted by the previous run", "count", n)
+	}
+	ln, err := net.Listen("tcp", s.cfg.Server.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", s.cfg.Server.Listen, err)
+	}
+	srv := &http.Server{
+		Handler:           s.api,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      60 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	s.outbox.Start(runCtx)
+	s.pool.Start(runCtx)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	s.log.Info("istota is serving", "listen", ln.Addr().String(), "version", Version, "database", s.db.Path(),
+		"workers", s.cfg.Workers.Max, "sandbox", s.launcher.describe())
+
+	var serveErr error
+	select {
+	case <-ctx.Done():
+	case serveErr = <-served:
+	}
+	s.log.Info("shutting down")
+	shutdownCtx, stop := context.WithTimeout(context.Background(), 20*time.Second)
+	defer stop()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		s.log.Warn("http shutdown", "err", err)
+	}
+	// Running agents are stopped; their tasks keep their lease and run again after restart.
+	cancel()
+	if err := s.pool.Close(shutdownCtx); err != nil {
+		s.log.Warn("worker shutdown", "err", err)
+	}
+	if err := s.outbox.Close(shutdownCtx); err != nil {
+		s.log.Warn("outbox shutdown", "err", err)
+	}
+	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
+		return fmt.Errorf("http server: %w", serveErr)
+	}
+	return nil
+}
+
+func (s *sidecar) close() {
+	if s.launcher != nil {
+		s.launcher.close()
+	}
+	if s.db != nil {
+		if err := s.db.Close(); err != nil {
+			s.log.Warn("closing the database", "err", err)
+		}
+	}
+	if s.lock != nil {
+		s.lock.Release()
+	}
+}

@@ -1,0 +1,408 @@
+// Package executor runs one claimed task: it assembles the prompt, runs the brain in the
+// user's sandbox, streams rate-limited progress to Talk and records the outcome, with the
+// reply enqueued in the same transaction that completes the task.
+package executor
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/istota/istota/sidecar/internal/brain"
+	"github.com/istota/istota/sidecar/internal/convlog"
+	"github.com/istota/istota/sidecar/internal/outbox"
+	"github.com/istota/istota/sidecar/internal/prompt"
+	"github.com/istota/istota/sidecar/internal/queue"
+	"github.com/istota/istota/sidecar/internal/store"
+)
+
+// Launchers gives each task a launcher that starts the agent inside that task's sandbox;
+// the returned close function releases the task's sockets and temporary files.
+type Launchers interface {
+	ForTask(ctx context.Context, t queue.Task, ws Workspace) (brain.Launcher, func() error, error)
+}
+
+// Workspace is where one task's files live on the host.
+type Workspace struct {
+	Root string // the user's workspace mirror, /workspace inside the sandbox
+	Home string // the user's persistent agent home
+	Tmp  string // this task's temporary directory
+}
+
+// Options configures an Executor.
+type Options struct {
+	BotName             string
+	DataDir             string
+	Model               string
+	MaxTurns            int
+	TaskTimeout         time.Duration
+	ProgressInterval    time.Duration
+	MaxProgressMessages int
+	ContextMessages     int
+	Owner               string // the worker pool's lease owner
+	Clock               func() time.Time
+	Logger              *slog.Logger
+	// OnReply is a wake-up hint for the outbox.
+	OnReply func()
+}
+
+// Executor runs tasks.
+type Executor struct {
+	db        *store.DB
+	queue     *queue.Queue
+	outbox    *outbox.Outbox
+	brain     brain.Brain
+	launchers Launchers
+	opts      Options
+}
+
+// New returns an Executor.
+func New(db *store.DB, q *queue.Queue, ob *outbox.Outbox, b brain.Brain, l Launchers, opts Options) *Executor {
+	if opts.Clock == nil {
+		opts.Clock = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.OnReply == nil {
+		opts.OnReply = func() {}
+	}
+	if opts.TaskTimeout <= 0 {
+		opts.TaskTimeout = 15 * time.Minute
+	}
+	return &Executor{db: db, queue: q, outbox: ob, brain: b, launchers: l, opts: opts}
+}
+
+// Handle is the worker pool's handler: it owns the task from Start to Complete or Fail.
+func (e *Executor) Handle(ctx context.Context, t queue.Task) {
+	log := e.opts.Logger.With("task_id", t.ID, "user_id", t.UserID, "source", t.Source)
+	if err := e.queue.Start(ctx, t.ID, e.opts.Owner); err != nil {
+		log.Warn("task could not be started", "err", err)
+		return
+	}
+	res, runErr := e.run(ctx, t, log)
+	switch {
+	case errors.Is(ctx.Err(), context.Canceled) && !errors.Is(runErr, context.DeadlineExceeded):
+		// Stopped with !stop (the row is already cancelled) or the sidecar is shutting
+		// down (the lease is left to expire and the task runs again after restart).
+		log.Info("task run interrupted", "err", runErr)
+		return
+	case runErr == nil && res.OK:
+		e.complete(t, res, log)
+	default:
+		e.fail(t, res, runErr, log)
+	}
+}
+
+// Prompt builds the prompt a task would get, for `istota task --dry-run`.
+func (e *Executor) Prompt(ctx context.Context, t queue.Task) (string, error) {
+	return e.buildPrompt(ctx, t, "/workspace")
+}
+
+func (e *Executor) run(ctx context.Context, t queue.Task, log *slog.Logger) (brain.Result, error) {
+	ws, err := e.prepareWorkspace(t)
+	if err != nil {
+		return brain.Result{}, err
+	}
+	defer os.RemoveAll(ws.Tmp)
+	text, err := e.buildPrompt(ctx, t, "/workspace")
+	if err != nil {
+		return brain.Result{}, err
+	}
+	runCtx, cancel := context.WithTimeout(ctx, e.opts.TaskTimeout)
+	defer cancel()
+	launcher, closeSandbox, err := e.launchers.ForTask(runCtx, t, ws)
+	if err != nil {
+		return brain.Result{}, fmt.Errorf("prepare sandbox: %w", err)
+	}
+	defer func() {
+		if err := closeSandbox(); err != nil {
+			log.Warn("sandbox cleanup failed", "err", err)
+		}
+	}()
+	progress := newProgress(e, t, log)
+	res, err := e.brain.Run(runCtx, brain.Request{
+		TaskID:   t.ID,
+		UserID:   t.UserID,
+		Prompt:   text,
+		Model:    e.opts.Model,
+		MaxTurns: e.opts.MaxTurns,
+	}, launcher, progress.event)
+	if errors.Is(runCtx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
+		return res, fmt.Errorf("timed out after %s: %w", e.opts.TaskTimeout, context.DeadlineExceeded)
+	}
+	return res, err
+}
+
+func (e *Executor) complete(t queue.Task, res brain.Result, log *slog.Logger) {
+	// A fresh context: the reply must be recorded even if shutdown began meanwhile.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	answer := strings.TrimSpace(res.Text)
+	if answer == "" {
+		answer = "(The agent finished without a text answer.)"
+	}
+	err := e.queue.Complete(ctx, t.ID, e.opts.Owner, queue.Outcome{
+		Result: answer, InputTokens: res.InputTokens, OutputTokens: res.OutputTokens, CostUSD: res.CostUSD,
+	}, func(tx *sql.Tx) error {
+		if t.Source != "talk" || t.ConversationToken == "" {
+			return nil
+		}
+		if err := e.outbox.EnqueueTx(ctx, tx, outbox.Message{
+			Token: t.ConversationToken, Text: answer, ReplyTo: t.ReplyToMessageID, TaskID: t.ID,
+			Kind: "reply", Key: fmt.Sprintf("task:%d:reply", t.ID),
+		}); err != nil {
+			return err
+		}
+		return convlog.RecordBotReply(ctx, tx, t.ConversationToken, t.ID, e.opts.BotName, answer, t.ReplyToMessageID, e.opts.Clock())
+	})
+	if err != nil {
+		if errors.Is(err, queue.ErrCancelled) || errors.Is(err, queue.ErrLeaseLost) {
+			log.Info("result discarded: task was stopped or taken over", "err", err)
+			return
+		}
+		log.Error("recording the result failed", "err", err)
+		return
+	}
+	log.Info("task completed", "input_tokens", res.InputTokens, "output_tokens", res.OutputTokens, "turns", res.NumTurns)
+	e.opts.OnReply()
+}
+
+func (e *Executor) fail(t queue.Task, res brain.Result, runErr error, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	reason, userReason := failureReason(res, runErr)
+	retryAt, final, err := e.queue.Fail(ctx, t.ID, e.opts.Owner, reason, res.Transient, func(tx *sql.Tx, final bool) error {
+		if !final {
+			return nil
+		}
+		return e.notifyFailure(ctx, tx, t, userReason)
+	})
+	if err != nil {
+		if errors.Is(err, queue.ErrCancelled) || errors.Is(err, queue.ErrLeaseLost) {
+			log.Info("failure discarded: task was stopped or taken over", "err", err)
+			return
+		}
+		log.Error("recording the failure failed", "err", err, "reason", reason)
+		return
+	}
+	if final {
+		log.Warn("task failed", "reason", reason)
+		e.opts.OnReply()
+		return
+	}
+	log.Info("task will be retried", "reason", reason, "transient", res.Transient, "retry_at", retryAt)
+}
+
+// NotifyFailure tells the user, in the same transaction that fails the task for good,
+// that a task was given up. The queue and the worker pool call it when they fail a task
+// themselves (an expired lease on the last attempt, a crashed handler).
+func (e *Executor) NotifyFailure(tx *sql.Tx, t queue.Task) error {
+	return e.notifyFailure(context.Background(), tx, t, "the run was interrupted too many times.")
+}
+
+func (e *Executor) notifyFailure(ctx context.Context, tx *sql.Tx, t queue.Task, userReason string) error {
+	if t.Source != "talk" || t.ConversationToken == "" {
+		return nil
+	}
+	return e.outbox.EnqueueTx(ctx, tx, outbox.Message{
+		Token: t.ConversationToken, ReplyTo: t.ReplyToMessageID, TaskID: t.ID, Kind: "notice",
+		Text: "Sorry, I could not complete this request: " + userReason,
+		Key:  fmt.Sprintf("task:%d:failed", t.ID),
+	})
+}
+
+// failureReason gives the reason kept with the task and the shorter one told the user.
+func failureReason(res brain.Result, runErr error) (internal, user string) {
+	switch {
+	case errors.Is(runErr, context.DeadlineExceeded):
+		return runErr.Error(), "it took longer than the time limit."
+	case runErr != nil:
+		return runErr.Error(), "the agent stopped unexpectedly. The administrator can find details in the sidecar log."
+	case res.APIStatus != 0:
+		return fmt.Sprintf("model API error %d (%s): %s", res.APIStatus, res.TerminalReason, res.Text), fmt.Sprintf("the model API answered with error %d.", res.APIStatus)
+	case res.Subtype != "" && res.Subtype != "success":
+		return "agent stopped: " + res.Subtype, "the agent stopped (" + strings.TrimPrefix(res.Subtype, "error_") + ")."
+	default:
+		msg := strings.TrimSpace(res.Text)
+		if msg == "" {
+			msg = "no result"
+		}
+		return "agent error: " + msg, "the agent reported an error."
+	}
+}
+
+func (e *Executor) userDir(uid string) string {
+	return filepath.Join(e.opts.DataDir, "users", SafeName(uid))
+}
+
+func (e *Executor) prepareWorkspace(t queue.Task) (Workspace, error) {
+	base := e.userDir(t.UserID)
+	ws := Workspace{
+		Root: filepath.Join(base, "workspace"),
+		Home: filepath.Join(base, "home"),
+		Tmp:  filepath.Join(e.opts.DataDir, "tmp", fmt.Sprintf("task-%d", t.ID)),
+	}
+	// The parents are 0711 so the agent account can pass through to the directories
+	// bound into its sandbox without listing anyone else's; the leaves are 0700 and
+	// handed to the agent account by the sandbox.
+	for _, d := range []string{filepath.Dir(base), base, filepath.Dir(ws.Tmp)} {
+		if err := os.MkdirAll(d, 0o711); err != nil {
+			return Workspace{}, fmt.Errorf("create %s: %w", d, err)
+		}
+		if err := os.Chmod(d, 0o711); err != nil {
+			return Workspace{}, fmt.Errorf("chmod %s: %w", d, err)
+		}
+	}
+	for _, d := range []string{ws.Root, ws.Home} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return Workspace{}, fmt.Errorf("create %s: %w", d, err)
+		}
+	}
+	// A left-over tmp dir from a crashed attempt is discarded: each run starts clean.
+	if err := os.RemoveAll(ws.Tmp); err != nil {
+		return Workspace{}, fmt.Errorf("clear %s: %w", ws.Tmp, err)
+	}
+	if err := os.MkdirAll(ws.Tmp, 0o700); err != nil {
+		return Workspace{}, fmt.Errorf("create %s: %w", ws.Tmp, err)
+	}
+	return ws, nil
+}
+
+// readConfigFile reads one of the user's config files (USER.md, PERSONA.md) from the
+// bot folder of their workspace; a missing file is not an error.
+func (e *Executor) readConfigFile(uid, name string) string {
+	p := filepath.Join(e.userDir(uid), "workspace", strings.ToLower(e.opts.BotName), "config", name)
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return ""
+	}
+	const max = 64 << 10
+	if len(b) > max {
+		b = b[:max]
+	}
+	return string(b)
+}
+
+func (e *Executor) buildPrompt(ctx context.Context, t queue.Task, workspace string) (string, error) {
+	u, err := e.loadUser(ctx, t.UserID)
+	if err != nil {
+		return "", err
+	}
+	in := prompt.Input{
+		BotName:   e.opts.BotName,
+		Now:       e.opts.Clock(),
+		User:      u,
+		Source:    t.Source,
+		Persona:   e.readConfigFile(t.UserID, "PERSONA.md"),
+		UserMD:    e.readConfigFile(t.UserID, "USER.md"),
+		Request:   t.Prompt,
+		Workspace: workspace,
+	}
+	if t.Source == "talk" && t.ConversationToken != "" {
+		_ = e.db.Read.QueryRowContext(ctx, `SELECT name FROM conversations WHERE token = ?`, t.ConversationToken).Scan(&in.Room)
+		msgs, err := convlog.Recent(ctx, e.db.Read, t.ConversationToken, t.ReplyToMessageID, e.opts.ContextMessages)
+		if err != nil {
+			return "", err
+		}
+		for _, m := range msgs {
+			in.Context = append(in.Context, toPromptMessage(m))
+		}
+		// The message that triggered the task may itself reply to an older one.
+		if cur, err := convlog.Get(ctx, e.db.Read, t.ConversationToken, t.ReplyToMessageID); err == nil && cur.ReplyToID != 0 {
+			if parent, err := convlog.Get(ctx, e.db.Read, t.ConversationToken, cur.ReplyToID); err == nil {
+				pm := toPromptMessage(parent)
+				in.ReplyTo = &pm
+			}
+		}
+	}
+	return prompt.Build(in), nil
+}
+
+func toPromptMessage(m convlog.Message) prompt.Message {
+	return prompt.Message{ID: m.ID, Author: m.ActorName, FromBot: m.FromBot, Text: m.Text, At: m.At, ReplyToID: m.ReplyToID}
+}
+
+func (e *Executor) loadUser(ctx context.Context, uid string) (prompt.User, error) {
+	u := prompt.User{ID: uid, Timezone: "UTC"}
+	err := e.db.Read.QueryRowContext(ctx, `SELECT display_name, email, timezone, language, is_admin FROM users WHERE id = ?`, uid).
+		Scan(&u.DisplayName, &u.Email, &u.Timezone, &u.Language, &u.IsAdmin)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return prompt.User{}, fmt.Errorf("load user %s: %w", uid, err)
+	}
+	return u, nil
+}
+
+// progress turns brain events into task events and rate-limited Talk progress messages.
+type progress struct {
+	e    *Executor
+	t    queue.Task
+	log  *slog.Logger
+	mu   sync.Mutex
+	last time.Time
+	sent int
+}
+
+func newProgress(e *Executor, t queue.Task, log *slog.Logger) *progress {
+	// The run's start counts as the last message: quick answers get no progress at all.
+	return &progress{e: e, t: t, log: log, last: e.opts.Clock()}
+}
+
+func (p *progress) event(ev brain.Event) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var kind, text string
+	switch ev.Kind {
+	case brain.ToolUse:
+		kind, text = "tool", strings.TrimSpace(ev.Tool+": "+ev.ToolInput)
+	case brain.Text:
+		kind, text = "progress", ev.Text
+	case brain.Retry:
+		kind, text = "retry", ev.Text
+	default:
+		return
+	}
+	if err := p.e.queue.AddEvent(ctx, p.t.ID, kind, text); err != nil {
+		p.log.Warn("recording a task event failed", "err", err)
+	}
+	if kind != "tool" || p.t.Source != "talk" || p.t.ConversationToken == "" {
+		return
+	}
+	p.mu.Lock()
+	now := p.e.opts.Clock()
+	due := p.sent < p.e.opts.MaxProgressMessages && now.Sub(p.last) >= p.e.opts.ProgressInterval
+	if due {
+		p.sent++
+		p.last = now
+	}
+	n := p.sent
+	p.mu.Unlock()
+	if !due {
+		return
+	}
+	err := p.e.outbox.Enqueue(ctx, outbox.Message{
+		Token: p.t.ConversationToken, TaskID: p.t.ID, Kind: "progress",
+		Text: "⏳ " + excerpt(text, 300),
+		Key:  fmt.Sprintf("task:%d:progress:%d:%d", p.t.ID, p.t.Attempts, n),
+	})
+	if err != nil {
+		p.log.Warn("queueing a progress message failed", "err", err)
+		return
+	}
+	p.e.opts.OnReply()
+}
+
+func excerpt(s string, n int) string {
+	r := []rune(strings.TrimSpace(s))
+	if len(r) <= n {
+		return string(r)
+	}
+	return string(r[:n-1]) + "…"
+}
