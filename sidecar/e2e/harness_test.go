@@ -100,7 +100,8 @@ type sidecar struct {
 
 type sidecarOptions struct {
 	talkURL, apiURL, apiKey, botSecret string
-	extra                              string // more TOML
+	progressInterval                   string
+	logLevel                           string
 }
 
 func newSidecar(t testing.TB, o sidecarOptions) *sidecar {
@@ -111,6 +112,12 @@ func newSidecar(t testing.TB, o sidecarOptions) *sidecar {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	os.Chmod(dir, 0o755)
+	if o.progressInterval == "" {
+		o.progressInterval = "8s"
+	}
+	if o.logLevel == "" {
+		o.logLevel = "debug"
+	}
 	s := &sidecar{t: t, dir: dir, secret: []byte("e2e-shared-secret-0123456789abcdef0123")}
 	port := freePort(t)
 	s.url = fmt.Sprintf("http://127.0.0.1:%d", port)
@@ -123,7 +130,7 @@ shared_secret = %q
 [talk]
 bot_name = "Istota"
 bot_secret = %q
-progress_interval = "0s"
+progress_interval = %q
 [brain]
 claude_path = %q
 api_base_url = %q
@@ -132,8 +139,8 @@ task_timeout = "2m"
 [sandbox]
 agent_user = "nobody"
 [log]
-level = "debug"
-%s`, filepath.Join(dir, "data"), port, o.talkURL, s.secret, o.botSecret, claudeBinary(t), o.apiURL, o.apiKey, o.extra)
+level = %q
+`, filepath.Join(dir, "data"), port, o.talkURL, s.secret, o.botSecret, o.progressInterval, claudeBinary(t), o.apiURL, o.apiKey, o.logLevel)
 	s.cfgPath = filepath.Join(dir, "istota.toml")
 	if err := os.WriteFile(s.cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)

@@ -26,12 +26,17 @@ type fixture struct {
 }
 
 func newFixture(t *testing.T, script fakeapi.Script, tokens ...string) *fixture {
+	return newFixtureWith(t, script, sidecarOptions{progressInterval: "0s"}, tokens...)
+}
+
+func newFixtureWith(t testing.TB, script fakeapi.Script, o sidecarOptions, tokens ...string) *fixture {
 	t.Helper()
 	tk := talktest.New(t)
 	bot := tk.AddBot(botSecret)
 	bot.EnableIn(tokens...)
 	api := fakeapi.New(t, script)
-	sc := newSidecar(t, sidecarOptions{talkURL: tk.URL, apiURL: api.URL(), apiKey: apiKey, botSecret: botSecret})
+	o.talkURL, o.apiURL, o.apiKey, o.botSecret = tk.URL, api.URL(), apiKey, botSecret
+	sc := newSidecar(t, o)
 	return &fixture{talk: tk, api: api, sc: sc}
 }
 
