@@ -1,0 +1,61 @@
+package e2e
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/istota/istota/sidecar/internal/brain/claude/fakeapi"
+)
+
+func runCLI(t *testing.T, cfg string, args ...string) (string, string, error) {
+	t.Helper()
+	cmd := exec.Command(binary, append(args, "-c", cfg)...)
+	cmd.Env = os.Environ()
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	return out.String(), errb.String(), err
+}
+
+func TestCommandLine(t *testing.T) {
+	api := fakeapi.New(t, fakeapi.Script{fakeapi.Reply("Paris.")})
+	sc := newSidecar(t, sidecarOptions{talkURL: "http://127.0.0.1:9", apiURL: api.URL(), apiKey: apiKey, botSecret: botSecret, logLevel: "warn"})
+
+	out, stderr, err := runCLI(t, sc.cfgPath, "task", "What is the capital of France?", "-u", "erin", "--dry-run")
+	if err != nil {
+		t.Fatalf("dry run: %v\n%s", err, stderr)
+	}
+	if !strings.Contains(out, "## Request from erin") || !strings.Contains(out, "What is the capital of France?") {
+		t.Fatalf("dry run printed:\n%s", out)
+	}
+	if len(api.MessageRequests()) != 0 {
+		t.Fatal("a dry run called the model")
+	}
+
+	out, stderr, err = runCLI(t, sc.cfgPath, "task", "What is the capital of France?", "-u", "erin")
+	if err != nil || strings.TrimSpace(out) != "Paris." {
+		t.Fatalf("task: %v, stdout %q\n%s", err, out, stderr)
+	}
+
+	out, _, err = runCLI(t, sc.cfgPath, "list")
+	if err != nil || !strings.Contains(out, "completed") || !strings.Contains(out, "erin") {
+		t.Fatalf("list: %v\n%s", err, out)
+	}
+	out, _, err = runCLI(t, sc.cfgPath, "show", "1")
+	if err != nil || !strings.Contains(out, "Task #1  completed") || !strings.Contains(out, "Paris.") {
+		t.Fatalf("show: %v\n%s", err, out)
+	}
+	if _, stderr, err = runCLI(t, sc.cfgPath, "show", "99"); err == nil || !strings.Contains(stderr, "no task #99") {
+		t.Fatalf("show of a missing task: %v %s", err, stderr)
+	}
+	out, _, err = runCLI(t, sc.cfgPath, "config")
+	if err != nil || strings.Contains(out, apiKey) || strings.Contains(out, botSecret) || !strings.Contains(out, "<redacted>") {
+		t.Fatalf("config printed secrets or nothing: %v\n%s", err, out)
+	}
+	if _, stderr, err = runCLI(t, sc.cfgPath, "task", "no user"); err == nil || !strings.Contains(stderr, "usage") {
+		t.Fatalf("task without -u: %v %s", err, stderr)
+	}
+}
