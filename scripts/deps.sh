@@ -11,6 +11,7 @@ apt_packages=(
   phpunit             # PHP tests (Debian's 9.6, no Composer)
   php-symfony-console php-psr-log php-psr-container
   libxml2-utils       # xmllint, validates appinfo/info.xml
+  strace              # the sandbox tests prove ptrace is denied
   sqlite3
 )
 missing=()

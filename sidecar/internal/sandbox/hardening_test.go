@@ -1,0 +1,267 @@
+package sandbox
+
+import (
+	"encoding/binary"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// evalSeccomp runs the filter on one seccomp_data (nr, arch) the way the kernel does,
+// for the four instructions the assembler emits.
+func evalSeccomp(t *testing.T, prog []byte, nr, arch uint32) uint32 {
+	t.Helper()
+	var acc uint32
+	for pc := 0; pc*8 < len(prog); pc++ {
+		ins := prog[pc*8 : pc*8+8]
+		code := binary.NativeEndian.Uint16(ins[0:2])
+		jt, jf := int(ins[2]), int(ins[3])
+		k := binary.NativeEndian.Uint32(ins[4:8])
+		switch code {
+		case bpfLdWAbs:
+			switch k {
+			case seccompDataNr:
+				acc = nr
+			case seccompDataArch:
+				acc = arch
+			default:
+				t.Fatalf("load of offset %d", k)
+			}
+		case bpfJeqK:
+			if acc == k {
+				pc += jt
+			} else {
+				pc += jf
+			}
+		case bpfJgeK:
+			if acc >= k {
+				pc += jt
+			} else {
+				pc += jf
+			}
+		case bpfRetK:
+			return k
+		default:
+			t.Fatalf("unexpected opcode %#x", code)
+		}
+	}
+	t.Fatal("program fell off the end")
+	return 0
+}
+
+func TestSeccompProgram(t *testing.T) {
+	const deny = retErrno | errnoEPERM
+	for _, goarch := range []string{"amd64", "arm64"} {
+		t.Run(goarch, func(t *testing.T) {
+			a, err := seccompArchFor(goarch)
+			if err != nil {
+				t.Fatal(err)
+			}
+			prog, err := seccompProgram(goarch)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for name, nr := range a.denied {
+				if got := evalSeccomp(t, prog, nr, a.audit); got != deny {
+					t.Errorf("%s (%d) → %#x, want EPERM", name, nr, got)
+				}
+			}
+			// read, write, openat, clone, execve, socket, connect on each arch.
+			allowed := map[string][]uint32{"amd64": {0, 1, 257, 56, 59, 41, 42}, "arm64": {63, 64, 56, 220, 221, 198, 203}}[goarch]
+			for _, nr := range allowed {
+				if got := evalSeccomp(t, prog, nr, a.audit); got != retAllow {
+					t.Errorf("syscall %d → %#x, want allow", nr, got)
+				}
+			}
+			const auditArchI386 = 0x40000003
+			if got := evalSeccomp(t, prog, 0, auditArchI386); got != deny {
+				t.Errorf("foreign architecture → %#x, want EPERM", got)
+			}
+			if a.denyX32 {
+				if got := evalSeccomp(t, prog, x32SyscallBit|0, a.audit); got != deny {
+					t.Errorf("x32 read → %#x, want EPERM", got)
+				}
+			}
+		})
+	}
+	if _, err := seccompProgram("riscv64"); err == nil {
+		t.Error("an unsupported architecture got a filter")
+	}
+}
+
+func parseKV(out string) map[string]string {
+	m := map[string]string{}
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		if k, v, ok := strings.Cut(l, "="); ok {
+			m[k] = v
+		}
+	}
+	return m
+}
+
+func TestSeccompInSandbox(t *testing.T) {
+	e := newTestEnv(t)
+	spec := e.userDirs(t, "alice")
+	spec.Argv = []string{SelfBinary, helperCommand, "syscalls"}
+
+	// Control: the same calls succeed in the sandbox without the filter, so the EPERMs
+	// below come from the filter and not from somewhere else.
+	open := e.runner(t)
+	open.noSeccomp = true
+	res := run(t, open, spec)
+	mustSucceed(t, res)
+	control := parseKV(res.stdout)
+	for _, name := range []string{"ptrace", "process_vm_readv"} {
+		if control[name] != "ok" {
+			t.Fatalf("control: %s = %q without the filter, want ok (output %q)", name, control[name], res.stdout)
+		}
+	}
+
+	r := e.runner(t)
+	res = run(t, r, spec)
+	mustSucceed(t, res)
+	got := parseKV(res.stdout)
+	for _, name := range []string{"ptrace", "process_vm_readv", "io_uring_setup", "keyctl"} {
+		if got[name] != "operation not permitted" {
+			t.Errorf("%s = %q under the filter, want operation not permitted (without it: %q)", name, got[name], control[name])
+		}
+	}
+
+	t.Run("strace of pid 1", func(t *testing.T) {
+		if _, err := os.Stat("/usr/bin/strace"); err != nil {
+			t.Skip("strace is not installed")
+		}
+		res := sh(t, r, spec, `strace -p 1 -e trace=none 2>&1; echo "exit=$?"`)
+		if !strings.Contains(res.stdout, "Operation not permitted") || strings.Contains(res.stdout, "exit=0") {
+			t.Fatalf("strace -p 1: %q", res.stdout)
+		}
+	})
+}
+
+// limitsRunner returns a runner whose commands get limits.
+func limitsRunner(t *testing.T, e *testEnv, limits Limits) *Runner {
+	cfg := e.cfg
+	cfg.Limits = limits
+	r, err := New(cfg, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r
+}
+
+func TestLimits(t *testing.T) {
+	e := newTestEnv(t)
+	spec := e.userDirs(t, "alice")
+	unlimited := e.runner(t)
+
+	t.Run("applied to the command only", func(t *testing.T) {
+		r := limitsRunner(t, e, Limits{AddressSpace: 1 << 30, Processes: 300, OpenFiles: 123, CPUSeconds: 50})
+		res := sh(t, r, spec, `grep -E '^Max (address space|processes|open files|cpu time)' /proc/self/limits; echo; grep -E '^Max (processes|open files)' /proc/1/limits`)
+		mustSucceed(t, res)
+		self, init, _ := strings.Cut(res.stdout, "\n\n")
+		for _, want := range []string{
+			"Max cpu time              50                   50                   seconds",
+			"Max processes             300                  300                  processes",
+			"Max open files            123                  123                  files",
+			"Max address space         1073741824           1073741824           bytes",
+		} {
+			if !strings.Contains(self, want) {
+				t.Errorf("limits inside lack %q:\n%s", want, self)
+			}
+		}
+		if strings.Contains(init, "123") || strings.Contains(init, " 300 ") {
+			t.Errorf("the init itself is limited:\n%s", init)
+		}
+	})
+
+	forkBomb := `perl -e 'my ($ok, $fail) = (0, 0); for (1..200) { my $p = fork(); if (!defined $p) { $fail++; next } if ($p == 0) { sleep 60; exit 0 } $ok++ } print "started=$ok failed=$fail\n"'`
+	t.Run("fork bomb", func(t *testing.T) {
+		if _, err := os.Stat("/usr/bin/perl"); err != nil {
+			t.Skip("perl is not installed")
+		}
+		res := sh(t, unlimited, spec, forkBomb)
+		mustSucceed(t, res)
+		if c := parseKV(strings.ReplaceAll(res.stdout, " ", "\n")); c["started"] != "200" {
+			t.Fatalf("control without limits: %q", res.stdout)
+		}
+		r := limitsRunner(t, e, Limits{Processes: 40})
+		res = sh(t, r, spec, forkBomb)
+		mustSucceed(t, res)
+		c := parseKV(strings.ReplaceAll(res.stdout, " ", "\n"))
+		started, _ := strconv.Atoi(c["started"])
+		failed, _ := strconv.Atoi(c["failed"])
+		if started >= 40 || failed == 0 || started+failed != 200 {
+			t.Fatalf("with 40 processes allowed: %q", res.stdout)
+		}
+	})
+
+	t.Run("memory hog", func(t *testing.T) {
+		hog := `dd if=/dev/zero of=/dev/null bs=400M count=1 2>&1; echo "exit=$?"`
+		res := sh(t, unlimited, spec, hog)
+		if !strings.Contains(res.stdout, "exit=0") {
+			t.Fatalf("control without limits: %q", res.stdout)
+		}
+		r := limitsRunner(t, e, Limits{AddressSpace: 256 << 20})
+		res = sh(t, r, spec, hog)
+		if strings.Contains(res.stdout, "exit=0") || !strings.Contains(res.stdout, "memory exhausted") {
+			t.Fatalf("a 400 MiB buffer under a 256 MiB limit: %q", res.stdout)
+		}
+	})
+
+	t.Run("missing command", func(t *testing.T) {
+		r := limitsRunner(t, e, Limits{OpenFiles: 100})
+		s := spec
+		s.Argv = []string{"no-such-command-xyz"}
+		if res := run(t, r, s); res.code != 127 || !strings.Contains(res.stderr, "not found") {
+			t.Fatalf("exit %d stderr %q, want 127", res.code, res.stderr)
+		}
+	})
+
+	t.Run("cpu", func(t *testing.T) {
+		r := limitsRunner(t, e, Limits{CPUSeconds: 1})
+		res := sh(t, r, spec, `while :; do :; done`)
+		if res.code != 128+24 && res.code != 128+9 {
+			t.Fatalf("busy loop under a 1 s CPU limit ended with %d, want SIGXCPU or SIGKILL", res.code)
+		}
+	})
+}
+
+func TestInitArguments(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no command", []string{"--"}, "no command"},
+		{"bad forward", []string{"--forward", "x=/s", "--", "true"}, "PORT=/path"},
+		{"relative socket", []string{"--forward", "80=s", "--", "true"}, "PORT=/path"},
+		{"unknown limit", []string{"--rlimit", "stack=1", "--", "true"}, "unknown limit"},
+		{"zero limit", []string{"--rlimit", "cpu=0", "--", "true"}, "positive"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stderr strings.Builder
+			if code := RunInit(tc.args, nil, os.Stdout, &stderr); code != 2 {
+				t.Fatalf("exit %d, want 2", code)
+			}
+			if !strings.Contains(stderr.String(), tc.want) {
+				t.Fatalf("stderr %q does not mention %q", stderr.String(), tc.want)
+			}
+		})
+	}
+}
+
+func TestInitOutsideSandbox(t *testing.T) {
+	// RunInit as a plain process: it waits for its own child only, and copies output
+	// written to a non-file writer.
+	var out, errb strings.Builder
+	code := RunInit([]string{"--", "/bin/sh", "-c", "echo out; echo err >&2; exit 5"}, nil, &out, &errb)
+	if code != 5 || out.String() != "out\n" || errb.String() != "err\n" {
+		t.Fatalf("exit %d stdout %q stderr %q", code, out.String(), errb.String())
+	}
+	code = RunInit([]string{"--rlimit", "nofile=77", "--", "/bin/sh", "-c", "ulimit -n"}, nil, &out, &errb)
+	if code != 0 || !strings.HasSuffix(out.String(), "77\n") {
+		t.Fatalf("with a limit: exit %d stdout %q stderr %q", code, out.String(), errb.String())
+	}
+}

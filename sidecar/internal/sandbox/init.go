@@ -1,0 +1,512 @@
+package sandbox
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+	"unsafe"
+)
+
+// rlimitNPROC is RLIMIT_NPROC, which package syscall does not name (6 on every Linux
+// architecture Go supports).
+const rlimitNPROC = 6
+
+// initName prefixes the init's own messages on the task's stderr.
+const initName = "istota sandbox-init"
+
+// forwardedSignals are passed on from the init to the command.
+var forwardedSignals = []os.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2}
+
+// RunInit is the sandbox's pid 1 ("istota sandbox-init [flags] -- command args…"). It
+// serves each --forward PORT=SOCKET as a listener on 127.0.0.1:PORT inside the sandbox's
+// network namespace that passes every connection to the Unix socket (Claude Code cannot
+// use a Unix socket itself), starts the command with the resource limits given by
+// --rlimit, forwards signals to it, reaps orphans, and returns the command's exit status
+// (128+n when a signal ended it). When it returns, the process must exit with that
+// status: pid 1 exiting ends every process left in the sandbox.
+//
+// stdin must be nil or an *os.File (the command reads it directly); stdout and stderr
+// may be any writer.
+func RunInit(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	errw := &lockedWriter{w: stderr}
+	fs := flag.NewFlagSet(InitCommand, flag.ContinueOnError)
+	fs.SetOutput(errw)
+	var forwards forwardFlags
+	var limits rlimitFlags
+	execOnly := fs.Bool("exec", false, "internal: set the limits, then exec the command in place")
+	fs.Var(&forwards, "forward", "`PORT=SOCKET`: serve 127.0.0.1:PORT and pass each connection to the Unix socket (repeatable)")
+	fs.Var(&limits, "rlimit", "`NAME=VALUE`: resource limit of the command: as, nproc, nofile or cpu (repeatable)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	argv := fs.Args()
+	if len(argv) == 0 {
+		fmt.Fprintf(errw, "%s: no command given after --\n", initName)
+		return 2
+	}
+	if *execOnly {
+		return execWithLimits(argv, limits, errw)
+	}
+	// bwrap may leave descriptors without close-on-exec; none may reach the command.
+	markCloseOnExec()
+
+	var bridges []*bridge
+	stopBridges := func() {
+		for _, b := range bridges {
+			b.close()
+		}
+	}
+	defer stopBridges()
+	for _, fw := range forwards {
+		b, err := newBridge(fw.port, fw.socket, errw)
+		if err != nil {
+			fmt.Fprintf(errw, "%s: %v\n", initName, err)
+			return 126
+		}
+		bridges = append(bridges, b)
+	}
+
+	// Limits are applied by a fresh copy of this binary that sets them and execs the
+	// command, so the init itself (its threads, its memory) is never bound by them.
+	prog, childArgv := "/proc/self/exe", argv
+	if len(limits) > 0 {
+		childArgv = append([]string{os.Args[0], InitCommand, "--exec"}, limits.args()...)
+		childArgv = append(childArgv, "--")
+		childArgv = append(childArgv, argv...)
+	} else {
+		p, err := lookPath(argv[0])
+		if err != nil {
+			fmt.Fprintf(errw, "%s: %v\n", initName, err)
+			return 127
+		}
+		prog = p
+	}
+
+	stdio, err := newStdio(stdin, stdout, stderr)
+	if err != nil {
+		fmt.Fprintf(errw, "%s: %v\n", initName, err)
+		return 2
+	}
+	defer stdio.close()
+
+	sigc := make(chan os.Signal, 8)
+	signal.Notify(sigc, forwardedSignals...)
+	defer signal.Stop(sigc)
+
+	pid, err := syscall.ForkExec(prog, childArgv, &syscall.ProcAttr{
+		Env:   os.Environ(),
+		Files: stdio.fds(),
+	})
+	stdio.started()
+	if err != nil {
+		fmt.Fprintf(errw, "%s: start %s: %v\n", initName, argv[0], err)
+		if errors.Is(err, syscall.ENOENT) {
+			return 127
+		}
+		return 126
+	}
+
+	type result struct {
+		ws  syscall.WaitStatus
+		err error
+	}
+	done := make(chan result, 1)
+	// As pid 1 the init inherits every orphan in the sandbox and must reap them; a
+	// plain process (tests) waits only for its own child so it never steals another's.
+	reapAll := os.Getpid() == 1
+	go func() {
+		ws, err := waitFor(pid, reapAll)
+		done <- result{ws, err}
+	}()
+	for {
+		select {
+		case sig := <-sigc:
+			syscall.Kill(pid, sig.(syscall.Signal))
+		case res := <-done:
+			stopBridges()
+			stdio.wait()
+			if res.err != nil {
+				fmt.Fprintf(errw, "%s: wait: %v\n", initName, res.err)
+				return 126
+			}
+			return exitCode(res.ws)
+		}
+	}
+}
+
+// waitFor waits until pid exits, reaping any other child on the way when reapAll.
+func waitFor(pid int, reapAll bool) (syscall.WaitStatus, error) {
+	target := pid
+	if reapAll {
+		target = -1
+	}
+	for {
+		var ws syscall.WaitStatus
+		got, err := syscall.Wait4(target, &ws, 0, nil)
+		if errors.Is(err, syscall.EINTR) {
+			continue
+		}
+		if err != nil {
+			return 0, err
+		}
+		if got == pid {
+			return ws, nil
+		}
+	}
+}
+
+func exitCode(ws syscall.WaitStatus) int {
+	if ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ws.ExitStatus()
+}
+
+// lookPath finds the command on the sandbox's PATH; names with a slash are used as is.
+func lookPath(name string) (string, error) {
+	if strings.Contains(name, "/") {
+		return name, nil
+	}
+	p, err := exec.LookPath(name)
+	if err != nil {
+		return "", fmt.Errorf("%s: not found on PATH", name)
+	}
+	return p, nil
+}
+
+// execWithLimits sets the limits on this process and replaces it with the command.
+// Once a low address-space limit is in force the Go runtime cannot map more memory, so
+// everything that allocates happens first and the limits and execve are raw system
+// calls with nothing in between.
+func execWithLimits(argv []string, limits rlimitFlags, errw io.Writer) int {
+	prog, err := lookPath(argv[0])
+	if err == nil {
+		err = checkExecutable(prog)
+	}
+	if err != nil {
+		fmt.Fprintf(errw, "%s: %v\n", initName, err)
+		return 127
+	}
+	progp, err := syscall.BytePtrFromString(prog)
+	if err != nil {
+		fmt.Fprintf(errw, "%s: %v\n", initName, err)
+		return 126
+	}
+	argvp, err := syscall.SlicePtrFromStrings(argv)
+	if err != nil {
+		fmt.Fprintf(errw, "%s: %v\n", initName, err)
+		return 126
+	}
+	envp, err := syscall.SlicePtrFromStrings(os.Environ())
+	if err != nil {
+		fmt.Fprintf(errw, "%s: %v\n", initName, err)
+		return 126
+	}
+	rlims := make([]syscall.Rlimit, len(limits))
+	for i, l := range limits {
+		rlims[i] = syscall.Rlimit{Cur: l.value, Max: l.value}
+	}
+	failed := []byte(initName + ": set a resource limit or exec the command: ")
+	newline := []byte("\n")
+	debug.SetGCPercent(-1)
+	runtime.LockOSThread()
+
+	var errno syscall.Errno
+	for i, l := range limits {
+		_, _, errno = syscall.RawSyscall6(syscall.SYS_PRLIMIT64, 0, uintptr(l.resource), uintptr(unsafe.Pointer(&rlims[i])), 0, 0, 0)
+		if errno != 0 {
+			break
+		}
+	}
+	if errno == 0 {
+		_, _, errno = syscall.RawSyscall(syscall.SYS_EXECVE, uintptr(unsafe.Pointer(progp)),
+			uintptr(unsafe.Pointer(&argvp[0])), uintptr(unsafe.Pointer(&envp[0])))
+	}
+	// Still here: report without allocating (Errno.Error returns a static string).
+	msg := errno.Error()
+	syscall.RawSyscall(syscall.SYS_WRITE, 2, uintptr(unsafe.Pointer(&failed[0])), uintptr(len(failed)))
+	syscall.RawSyscall(syscall.SYS_WRITE, 2, uintptr(unsafe.Pointer(unsafe.StringData(msg))), uintptr(len(msg)))
+	syscall.RawSyscall(syscall.SYS_WRITE, 2, uintptr(unsafe.Pointer(&newline[0])), 1)
+	if errno == syscall.ENOENT {
+		return 127
+	}
+	return 126
+}
+
+// markCloseOnExec sets close-on-exec on every descriptor above 2.
+func markCloseOnExec() {
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
+			syscall.CloseOnExec(fd)
+		}
+	}
+}
+
+type forward struct {
+	port   int
+	socket string
+}
+
+type forwardFlags []forward
+
+func (f *forwardFlags) String() string { return fmt.Sprint(*f) }
+
+func (f *forwardFlags) Set(v string) error {
+	ps, sock, ok := strings.Cut(v, "=")
+	port, err := strconv.Atoi(ps)
+	if !ok || err != nil || port < 1 || port > 65535 || !path.IsAbs(sock) {
+		return fmt.Errorf("want PORT=/path/to/socket, got %q", v)
+	}
+	*f = append(*f, forward{port, sock})
+	return nil
+}
+
+type rlimit struct {
+	name     string
+	resource int
+	value    uint64
+}
+
+type rlimitFlags []rlimit
+
+func (r *rlimitFlags) String() string { return fmt.Sprint(*r) }
+
+func (r *rlimitFlags) Set(v string) error {
+	name, vs, ok := strings.Cut(v, "=")
+	value, err := strconv.ParseUint(vs, 10, 64)
+	if !ok || err != nil || value == 0 {
+		return fmt.Errorf("want NAME=VALUE with a positive value, got %q", v)
+	}
+	res, ok := map[string]int{
+		"as":     syscall.RLIMIT_AS,
+		"nproc":  rlimitNPROC,
+		"nofile": syscall.RLIMIT_NOFILE,
+		"cpu":    syscall.RLIMIT_CPU,
+	}[name]
+	if !ok {
+		return fmt.Errorf("unknown limit %q (as, nproc, nofile, cpu)", name)
+	}
+	*r = append(*r, rlimit{name, res, value})
+	return nil
+}
+
+func (r rlimitFlags) args() []string {
+	var out []string
+	for _, l := range r {
+		out = append(out, "--rlimit", l.name+"="+strconv.FormatUint(l.value, 10))
+	}
+	return out
+}
+
+// bridge passes connections from a loopback TCP port to a Unix socket.
+type bridge struct {
+	ln     net.Listener
+	socket string
+	errw   io.Writer
+	wg     sync.WaitGroup
+
+	mu     sync.Mutex
+	conns  map[net.Conn]struct{}
+	closed bool
+	once   sync.Once
+}
+
+func newBridge(port int, socket string, errw io.Writer) (*bridge, error) {
+	ln, err := net.Listen("tcp4", "127.0.0.1:"+strconv.Itoa(port))
+	if err != nil {
+		return nil, fmt.Errorf("forward %d: %w", port, err)
+	}
+	b := &bridge{ln: ln, socket: socket, errw: errw, conns: map[net.Conn]struct{}{}}
+	b.wg.Add(1)
+	go b.serve()
+	return b, nil
+}
+
+func (b *bridge) serve() {
+	defer b.wg.Done()
+	for {
+		c, err := b.ln.Accept()
+		if err != nil {
+			return
+		}
+		if !b.track(c) {
+			return
+		}
+		b.wg.Add(1)
+		go b.handle(c)
+	}
+}
+
+// track registers c so close can end it; it closes c and reports false once closed.
+func (b *bridge) track(c net.Conn) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		c.Close()
+		return false
+	}
+	b.conns[c] = struct{}{}
+	return true
+}
+
+func (b *bridge) untrack(c net.Conn) {
+	b.mu.Lock()
+	delete(b.conns, c)
+	b.mu.Unlock()
+	c.Close()
+}
+
+func (b *bridge) handle(c net.Conn) {
+	defer b.wg.Done()
+	defer b.untrack(c)
+	u, err := net.DialTimeout("unix", b.socket, 10*time.Second)
+	if err != nil {
+		fmt.Fprintf(b.errw, "%s: forward to %s: %v\n", initName, b.socket, err)
+		return
+	}
+	if !b.track(u) {
+		return
+	}
+	defer b.untrack(u)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		io.Copy(u, c)
+		u.(*net.UnixConn).CloseWrite()
+	}()
+	io.Copy(c, u)
+	c.(*net.TCPConn).CloseWrite()
+	wg.Wait()
+}
+
+// close stops accepting, ends every open connection and waits for the goroutines.
+func (b *bridge) close() {
+	b.once.Do(func() {
+		b.ln.Close()
+		b.mu.Lock()
+		b.closed = true
+		for c := range b.conns {
+			c.Close()
+		}
+		b.mu.Unlock()
+		b.wg.Wait()
+	})
+}
+
+// lockedWriter serialises writes from the init's goroutines.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// stdio gives the command descriptors for the init's stdin, stdout and stderr: files
+// are passed as they are, other writers through a pipe and a copying goroutine.
+type stdio struct {
+	files   [3]*os.File
+	parent  []*os.File // pipe ends the init reads from
+	child   []*os.File // pipe ends only the command keeps
+	devNull *os.File
+	wg      sync.WaitGroup
+}
+
+func newStdio(stdin io.Reader, stdout, stderr io.Writer) (*stdio, error) {
+	s := &stdio{}
+	switch in := stdin.(type) {
+	case nil:
+		f, err := os.Open(os.DevNull)
+		if err != nil {
+			return nil, err
+		}
+		s.devNull, s.files[0] = f, f
+	case *os.File:
+		s.files[0] = in
+	default:
+		return nil, errors.New("stdin must be a file")
+	}
+	for i, w := range []io.Writer{stdout, stderr} {
+		if f, ok := w.(*os.File); ok {
+			s.files[i+1] = f
+			continue
+		}
+		r, pw, err := os.Pipe()
+		if err != nil {
+			s.close()
+			return nil, err
+		}
+		s.files[i+1] = pw
+		s.parent = append(s.parent, r)
+		s.child = append(s.child, pw)
+		s.wg.Add(1)
+		go func(dst io.Writer, src *os.File) {
+			defer s.wg.Done()
+			io.Copy(dst, src)
+		}(w, r)
+	}
+	return s, nil
+}
+
+func (s *stdio) fds() []uintptr {
+	return []uintptr{s.files[0].Fd(), s.files[1].Fd(), s.files[2].Fd()}
+}
+
+// started drops the init's copies of the command's pipe ends, so the copies see EOF
+// when the command (and whatever inherited them) is gone.
+func (s *stdio) started() {
+	for _, f := range s.child {
+		f.Close()
+	}
+	s.child = nil
+}
+
+// wait lets the copies drain; a background process still holding a pipe gets a short
+// grace, then the read end is closed so the copy stops.
+func (s *stdio) wait() {
+	done := make(chan struct{})
+	go func() {
+		s.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(2 * time.Second):
+		for _, f := range s.parent {
+			f.Close()
+		}
+		<-done
+	}
+}
+
+func (s *stdio) close() {
+	s.started()
+	for _, f := range s.parent {
+		f.Close()
+	}
+	s.wg.Wait()
+	if s.devNull != nil {
+		s.devNull.Close()
+	}
+}

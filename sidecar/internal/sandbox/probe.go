@@ -1,0 +1,122 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Probe checks that sandboxes can start with cfg: it runs "true" through a complete
+// sandbox (every bwrap flag, the agent uid, the seccomp filter, the istota binary as
+// init) and, when that fails, returns a one-line error that says what to fix. It ignores
+// cfg.Unsandboxed: the sidecar calls it at start and refuses multi-user service when it
+// fails, unless the admin explicitly chose the unsandboxed mode.
+func Probe(ctx context.Context, cfg Config) error {
+	cfg.Unsandboxed = false
+	r, err := New(cfg, nil)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+
+	dir, err := os.MkdirTemp(r.cfg.SocketDir, "probe-")
+	if err != nil {
+		return fmt.Errorf("sandbox probe: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	ws := filepath.Join(dir, "workspace")
+	if err := os.Mkdir(ws, 0o700); err != nil {
+		return fmt.Errorf("sandbox probe: %w", err)
+	}
+	if r.switchTo {
+		if err := os.Lchown(dir, int(r.uid), int(r.gid)); err != nil {
+			return fmt.Errorf("sandbox probe: %w", err)
+		}
+	}
+
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	run, err := r.Prepare(ctx, Spec{TaskID: 0, UserID: "probe", Workspace: ws, Argv: []string{"true"}})
+	if err != nil {
+		return fmt.Errorf("sandbox probe: %w", err)
+	}
+	defer run.Close()
+	stderr := &tailBuffer{max: 4096}
+	run.Cmd.Stderr = stderr
+	if err := run.Cmd.Run(); err != nil {
+		return fmt.Errorf("sandbox unavailable: %s: %s (%v)", classifyProbe(stderr.String(), readSysctl), lastLine(stderr.String()), err)
+	}
+	return nil
+}
+
+// classifyProbe says what a failed probe's stderr means and what fixes it
+// (reference §7.4).
+func classifyProbe(stderr string, sysctl func(name string) string) string {
+	has := func(s string) bool { return strings.Contains(stderr, s) }
+	switch {
+	case has("RTM_NEWADDR"), has("setting up uid map") && has("Permission denied"):
+		return "AppArmor blocks unprivileged user namespaces (Ubuntu 23.10+, kernel.apparmor_restrict_unprivileged_userns=1): install an AppArmor profile for bwrap with \"userns,\" or set that sysctl to 0"
+	case has("No permission to create new namespace"), has("Creating new namespace failed"), has("setting up uid map"):
+		switch {
+		case sysctl("kernel/unprivileged_userns_clone") == "0":
+			return "unprivileged user namespaces are disabled: set kernel.unprivileged_userns_clone=1"
+		case sysctl("user/max_user_namespaces") == "0":
+			return "user namespaces are disabled: set user.max_user_namespaces to a positive number"
+		}
+		return "user namespaces are not available to the agent uid (inside a container, its seccomp profile may block them)"
+	case has("Unknown option"), has("Unknown action"):
+		return "this bwrap is too old: it needs --bind-fd (bubblewrap 0.10 or later, or Debian 12's 0.8.0-2+deb12u1)"
+	case has("Can't find source path"), has("Permission denied"):
+		return "bwrap could not reach a bind source as the agent uid: every parent directory must allow o+x"
+	case has("bwrap:"):
+		return "bwrap failed"
+	}
+	return "the istota binary did not run as the sandbox init (it must handle \"" + InitCommand + "\")"
+}
+
+func readSysctl(name string) string {
+	b, err := os.ReadFile("/proc/sys/" + name)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
+func lastLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		s = s[i+1:]
+	}
+	if s == "" {
+		return "no error output"
+	}
+	return s
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	buf bytes.Buffer
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf.Write(p)
+	if over := t.buf.Len() - t.max; over > 0 {
+		t.buf.Next(over)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.buf.String()
+}
