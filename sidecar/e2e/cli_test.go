@@ -4,8 +4,12 @@ import (
 	"bytes"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/istota/istota/sidecar/internal/config"
 
 	"github.com/istota/istota/sidecar/internal/brain/claude/fakeapi"
 )
@@ -57,5 +61,35 @@ func TestCommandLine(t *testing.T) {
 	}
 	if _, stderr, err = runCLI(t, sc.cfgPath, "task", "no user"); err == nil || !strings.Contains(stderr, "usage") {
 		t.Fatalf("task without -u: %v %s", err, stderr)
+	}
+}
+
+// TestSetupOutputIsReadBySidecar renders the configuration exactly as `occ istota:setup`
+// does (the app's PHP class) and loads it with the sidecar, with awkward characters in
+// every value, so the two halves cannot drift apart.
+func TestSetupOutputIsReadBySidecar(t *testing.T) {
+	_, file, _, _ := runtime.Caller(0)
+	php := filepath.Join(filepath.Dir(file), "../../lib/Service/SidecarConfig.php")
+	const script = `require $argv[1];
+echo (new OCA\Istota\Service\SidecarConfig($argv[2], $argv[3], $argv[4], $argv[5], $argv[6]))->toToml();`
+	shared := `shared"secret\with-quotes-and-backslash-0123456789`
+	bot := "bot-secret-Ünïcödé-" + strings.Repeat("x", 40)
+	cmd := exec.Command("php", "-r", script, "--", php, "https://cloud.example.com/nc", shared, `Isto"ta`, bot, "127.0.0.1:9876")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("php: %v\n%s", err, out)
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "istota.toml")
+	if err := os.WriteFile(path, out, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(path, nil)
+	if err != nil {
+		t.Fatalf("the sidecar cannot read what setup writes: %v\n%s", err, out)
+	}
+	if cfg.Nextcloud.URL != "https://cloud.example.com/nc" || cfg.Nextcloud.SharedSecret != shared ||
+		cfg.Talk.BotName != `Isto"ta` || cfg.Talk.BotSecret != bot || cfg.Server.Listen != "127.0.0.1:9876" {
+		t.Fatalf("values changed on the way: %+v", cfg)
 	}
 }
