@@ -20,6 +20,7 @@ const (
 
 // fixture is a fake Talk, a scripted model API and a sidecar wired to both.
 type fixture struct {
+	bot  *talktest.Bot
 	talk *talktest.Server
 	api  *fakeapi.Server
 	sc   *sidecar
@@ -37,7 +38,7 @@ func newFixtureWith(t testing.TB, script fakeapi.Script, o sidecarOptions, token
 	api := fakeapi.New(t, script)
 	o.talkURL, o.apiURL, o.apiKey, o.botSecret = tk.URL, api.URL(), apiKey, botSecret
 	sc := newSidecar(t, o)
-	return &fixture{talk: tk, api: api, sc: sc}
+	return &fixture{bot: bot, talk: tk, api: api, sc: sc}
 }
 
 // say posts a user's chat message: Talk stores it (so a reply may refer to it) and the

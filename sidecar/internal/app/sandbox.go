@@ -69,6 +69,11 @@ func newSandboxLaunchers(ctx context.Context, cfg config.Config, log *slog.Logge
 	if err != nil {
 		return nil, err
 	}
+	if scfg.AgentUID != 0 {
+		if err := shareDatabaseWithAgents(cfg, int(scfg.AgentGID)); err != nil {
+			return nil, err
+		}
+	}
 	if n, err := runner.RemoveStale(); err != nil {
 		log.Warn("removing stale sandbox sockets failed", "err", err)
 	} else if n > 0 {
@@ -126,7 +131,14 @@ func (tl *taskLauncher) Command(ctx context.Context, argv []string, env map[stri
 	for k, v := range env {
 		merged[k] = v
 	}
+	var mounts []sandbox.Mount
+	if tl.ws.Admin {
+		mounts = append(mounts,
+			sandbox.Mount{Source: filepath.Join(tl.l.cfg.DataDir, "users"), Dest: executor.AdminUsersDir, Writable: true},
+			sandbox.Mount{Source: filepath.Dir(tl.l.cfg.Database.Path), Dest: executor.AdminDBDir, Writable: tl.l.cfg.Sandbox.AdminDBWrite})
+	}
 	run, err := tl.l.runner.Prepare(ctx, sandbox.Spec{
+		ExtraMounts: mounts,
 		TaskID:      tl.task.ID,
 		UserID:      tl.task.UserID,
 		Workspace:   tl.ws.Root,
@@ -158,4 +170,39 @@ func (tl *taskLauncher) close() error {
 	}
 	tl.runs = nil
 	return first
+}
+
+// shareDatabaseWithAgents lets the agent account's group reach the database directory
+// when istota runs as root, so that admins' sandboxes (the only ones it is mounted in)
+// can read it: read-only unless sandbox.admin_db_write is set. Run as its own user, as
+// the systemd unit does, the sidecar and its sandboxes share the uid and need nothing.
+func shareDatabaseWithAgents(cfg config.Config, gid int) error {
+	dir := filepath.Dir(cfg.Database.Path)
+	dirMode, fileMode := os.FileMode(0o750), os.FileMode(0o640)
+	if cfg.Sandbox.AdminDBWrite {
+		dirMode, fileMode = 0o770, 0o660
+	}
+	if err := os.Lchown(dir, 0, gid); err != nil {
+		return fmt.Errorf("share the database directory: %w", err)
+	}
+	if err := os.Chmod(dir, dirMode); err != nil {
+		return fmt.Errorf("share the database directory: %w", err)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("share the database directory: %w", err)
+	}
+	for _, e := range entries {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		p := filepath.Join(dir, e.Name())
+		if err := os.Lchown(p, 0, gid); err != nil {
+			return fmt.Errorf("share %s: %w", p, err)
+		}
+		if err := os.Chmod(p, fileMode); err != nil {
+			return fmt.Errorf("share %s: %w", p, err)
+		}
+	}
+	return nil
 }

@@ -84,6 +84,9 @@ func openSidecar(ctx context.Context, cfg config.Config, log *slog.Logger, servi
 	if err != nil {
 		return nil, fmt.Errorf("data_dir: %w", err)
 	}
+	if s.cfg.Database.Path, err = filepath.Abs(cfg.Database.Path); err != nil {
+		return nil, fmt.Errorf("database.path: %w", err)
+	}
 	cfg = s.cfg
 	if serving {
 		if err := s.ensureSecrets(); err != nil {

@@ -22,6 +22,9 @@ const (
 	ReasonBadRequest           = "bad_request"
 	ReasonBadToken             = "bad_token"
 	ReasonInvalidOperation     = "invalid_operation"
+	// ReasonSNIMismatch: a tunnel's TLS ClientHello named another server than the
+	// CONNECT host (domain fronting), named none, or hid it (encrypted ClientHello).
+	ReasonSNIMismatch = "sni_mismatch"
 )
 
 // Entry is one decision.

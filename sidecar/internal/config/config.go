@@ -112,6 +112,8 @@ type Sandbox struct {
 	// AgentUser is the unprivileged account agents run as when the sidecar itself runs
 	// as root (it should not; the systemd unit uses its own user).
 	AgentUser string `toml:"agent_user" env:"ISTOTA_AGENT_USER"`
+	// AdminDBWrite lets admins' agents write the database, not only read it.
+	AdminDBWrite bool `toml:"admin_db_write" env:"ISTOTA_ADMIN_DB_WRITE"`
 }
 
 // Log configures slog output.
@@ -176,7 +178,9 @@ func Load(path string, env []string) (Config, error) {
 		return Config{}, err
 	}
 	if cfg.Database.Path == "" {
-		cfg.Database.Path = filepath.Join(cfg.DataDir, "istota.db")
+		// Its own directory, so admins' sandboxes can be shown the database (and its WAL
+		// files) without anything else of the data directory.
+		cfg.Database.Path = filepath.Join(cfg.DataDir, "db", "istota.db")
 	}
 	if err := cfg.Validate(); err != nil {
 		return Config{}, err

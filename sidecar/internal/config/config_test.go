@@ -23,7 +23,7 @@ func TestDefaultsValidate(t *testing.T) {
 	if err != nil {
 		t.Fatalf("defaults must load: %v", err)
 	}
-	if got, want := cfg.Database.Path, filepath.Join("var", "istota.db"); got != want {
+	if got, want := cfg.Database.Path, filepath.Join("var", "db", "istota.db"); got != want {
 		t.Errorf("database path = %q, want %q", got, want)
 	}
 }

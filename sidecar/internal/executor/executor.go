@@ -34,7 +34,16 @@ type Workspace struct {
 	Root string // the user's workspace mirror, /workspace inside the sandbox
 	Home string // the user's persistent agent home
 	Tmp  string // this task's temporary directory
+	// Admin is true when the task's user is a Nextcloud (Istota) admin: their sandbox
+	// also shows every user's workspace and the database.
+	Admin bool
 }
+
+// Where admins' sandboxes show every user's workspace and the database.
+const (
+	AdminUsersDir = "/srv/istota/users"
+	AdminDBDir    = "/srv/istota/db"
+)
 
 // Options configures an Executor.
 type Options struct {
@@ -112,6 +121,11 @@ func (e *Executor) run(ctx context.Context, t queue.Task, log *slog.Logger) (bra
 		return brain.Result{}, err
 	}
 	defer os.RemoveAll(ws.Tmp)
+	u, err := e.loadUser(ctx, t.UserID)
+	if err != nil {
+		return brain.Result{}, err
+	}
+	ws.Admin = u.IsAdmin
 	text, err := e.buildPrompt(ctx, t, "/workspace")
 	if err != nil {
 		return brain.Result{}, err
@@ -305,6 +319,11 @@ func (e *Executor) buildPrompt(ctx context.Context, t queue.Task, workspace stri
 		UserMD:    e.readConfigFile(t.UserID, "USER.md"),
 		Request:   t.Prompt,
 		Workspace: workspace,
+	}
+	if u.IsAdmin {
+		in.Resources = append(in.Resources,
+			"As an administrator you can read and change every user's workspace under "+AdminUsersDir+".",
+			"The Istota database is at "+AdminDBDir+"/istota.db; open it with `sqlite3 'file:"+AdminDBDir+"/istota.db?mode=ro'` (read-only unless the admin allowed writes).")
 	}
 	if t.Source == "talk" && t.ConversationToken != "" {
 		_ = e.db.Read.QueryRowContext(ctx, `SELECT name FROM conversations WHERE token = ?`, t.ConversationToken).Scan(&in.Room)

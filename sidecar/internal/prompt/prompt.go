@@ -42,6 +42,8 @@ type Input struct {
 	ReplyTo   *Message // the message the request replies to, forced in
 	Request   string
 	Workspace string // the agent's working directory inside the sandbox
+	// Resources are extra places and tools the agent may use, one line each.
+	Resources []string
 }
 
 // DefaultPersona is used until the user writes their own PERSONA.md.
@@ -93,6 +95,10 @@ func Build(in Input) string {
 		persona = DefaultPersona
 	}
 	section(&b, "Persona", persona)
+
+	if len(in.Resources) > 0 {
+		section(&b, "Resources", "- "+strings.Join(in.Resources, "\n- "))
+	}
 
 	if md := strings.TrimSpace(in.UserMD); md != "" {
 		section(&b, "What you know about "+name+" (USER.md)", md)

@@ -82,8 +82,11 @@ func Open(ctx context.Context, path string) (*DB, error) {
 	}
 	r.SetMaxOpenConns(4)
 	db.Read = r
-	// The database holds conversation logs and settings: keep it private to the sidecar.
-	_ = os.Chmod(path, 0o600)
+	// The database holds conversation logs and settings: nobody but the sidecar (and,
+	// through the group, admins' sandboxes when the admin allows it) may read it.
+	if fi, err := os.Stat(path); err == nil && fi.Mode().Perm()&0o007 != 0 {
+		_ = os.Chmod(path, fi.Mode().Perm()&0o770)
+	}
 	return db, nil
 }
 

@@ -1,0 +1,195 @@
+// Package skills defines what the agent can ask the sidecar to do for it: each skill
+// is a subcommand of the istota binary ("istota skill <name> …") whose work runs
+// outside the sandbox, in the sidecar, with exactly the credentials its manifest
+// declares. Inside the sandbox the subcommand is only a client of the credential proxy
+// (package credproxy); this package holds the skills themselves, their registry and the
+// per-user credential store they draw from.
+package skills
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// EnvVar is one environment variable a skill declares.
+type EnvVar struct {
+	Name string
+	// Sensitive marks a secret (token, password). A skill is refused with
+	// credential_not_present when one of its sensitive variables has no value for the
+	// user, and the proxy scrubs sensitive values from the skill's output.
+	Sensitive bool
+	// Credential names the user_credentials entry the value comes from. Empty means
+	// non-secret configuration supplied by the sidecar (credproxy.Options.Settings).
+	Credential string
+}
+
+// Manifest describes a skill: what it is for, how to call it, and what it may see.
+type Manifest struct {
+	Name    string // [a-z0-9][a-z0-9_-]*, the subcommand name
+	Summary string // one line for the skill list
+	// Usage is shown by "istota skill skills": lines that start with the name are
+	// synopses (shown after "istota skill "), other lines are notes.
+	Usage string
+	Env   []EnvVar
+	// AdminOnly skills are refused with not_authorized for users who are not admins.
+	AdminOnly bool
+}
+
+// MaxStdin bounds the standard input a skill receives.
+const MaxStdin = 1 << 20
+
+// Invocation is one call of a skill. Identity fields come from the task the calling
+// sandbox belongs to, never from the request.
+type Invocation struct {
+	Args    []string
+	Stdin   []byte // at most MaxStdin bytes
+	UserID  string
+	TaskID  int64
+	IsAdmin bool
+	// Env holds only the variables the manifest declares that have a value for this
+	// user. Skills read their credentials from here and nowhere else.
+	Env map[string]string
+}
+
+// Result is what a skill returns to the caller, like a process would.
+type Result struct {
+	ExitCode int
+	Stdout   []byte
+	Stderr   []byte
+	// Err is an internal failure (database down, upstream unreachable) for the
+	// sidecar's log. It never reaches the agent: say what failed on Stderr instead.
+	Err error
+}
+
+// Skill is a manifest and its implementation. Run must return when ctx is done (the
+// proxy bounds every call with a timeout) and must never write a credential to Stdout
+// or Stderr.
+type Skill struct {
+	Manifest
+	Run func(ctx context.Context, inv Invocation) Result
+}
+
+// Failf is a convenience for skills: a Result with exit code 1 and a message on Stderr.
+func Failf(format string, args ...any) Result {
+	msg := fmt.Sprintf(format, args...)
+	if !strings.HasSuffix(msg, "\n") {
+		msg += "\n"
+	}
+	return Result{ExitCode: 1, Stderr: []byte(msg)}
+}
+
+// Internal is a Result for an internal failure: err goes to the sidecar's log, the
+// caller only learns that what failed is unavailable.
+func Internal(what string, err error) Result {
+	r := Failf("%s is unavailable right now; try again later", what)
+	r.Err = err
+	return r
+}
+
+// Usagef is Failf with exit code 2, for wrong arguments.
+func Usagef(format string, args ...any) Result {
+	r := Failf(format, args...)
+	r.ExitCode = 2
+	return r
+}
+
+var (
+	nameRE       = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
+	envNameRE    = regexp.MustCompile(`^[A-Z_][A-Z0-9_]{0,127}$`)
+	credentialRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,63}$`)
+)
+
+// ValidName reports whether name can be a skill name.
+func ValidName(name string) bool { return nameRE.MatchString(name) }
+
+// Registry holds the skills one sidecar offers. It is safe for concurrent use; skills
+// are normally all registered at startup.
+type Registry struct {
+	mu     sync.RWMutex
+	skills map[string]Skill
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry() *Registry {
+	return &Registry{skills: map[string]Skill{}}
+}
+
+// Register adds s. It refuses an invalid manifest and a name already taken.
+func (r *Registry) Register(s Skill) error {
+	if err := validate(s); err != nil {
+		return fmt.Errorf("skills: register %q: %w", s.Name, err)
+	}
+	m := s.Manifest
+	m.Env = slices.Clone(m.Env)
+	s.Manifest = m
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.skills[s.Name]; ok {
+		return fmt.Errorf("skills: register %q: name already registered", s.Name)
+	}
+	r.skills[s.Name] = s
+	return nil
+}
+
+func validate(s Skill) error {
+	if !ValidName(s.Name) {
+		return fmt.Errorf("name must match %s", nameRE)
+	}
+	if s.Run == nil {
+		return fmt.Errorf("no Run function")
+	}
+	if strings.TrimSpace(s.Summary) == "" {
+		return fmt.Errorf("no summary")
+	}
+	seen := map[string]bool{}
+	for _, v := range s.Env {
+		switch {
+		case !envNameRE.MatchString(v.Name):
+			return fmt.Errorf("environment variable %q: name must match %s", v.Name, envNameRE)
+		case seen[v.Name]:
+			return fmt.Errorf("environment variable %s declared twice", v.Name)
+		case v.Sensitive && v.Credential == "":
+			// A secret must come from the user's own credentials, so that it is only
+			// ever handed out for the user it belongs to.
+			return fmt.Errorf("environment variable %s is sensitive but names no credential", v.Name)
+		case v.Credential != "" && !credentialRE.MatchString(v.Credential):
+			return fmt.Errorf("environment variable %s: credential name %q must match %s", v.Name, v.Credential, credentialRE)
+		}
+		seen[v.Name] = true
+	}
+	return nil
+}
+
+// Lookup returns the skill called name.
+func (r *Registry) Lookup(name string) (Skill, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	s, ok := r.skills[name]
+	return s, ok
+}
+
+// List returns every skill, sorted by name.
+func (r *Registry) List() []Skill {
+	r.mu.RLock()
+	out := make([]Skill, 0, len(r.skills))
+	for _, s := range r.skills {
+		out = append(out, s)
+	}
+	r.mu.RUnlock()
+	slices.SortFunc(out, func(a, b Skill) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// Available returns the skills a user may call: all of them for an admin, the others
+// without the admin-only ones.
+func (r *Registry) Available(isAdmin bool) []Skill {
+	all := r.List()
+	if isAdmin {
+		return all
+	}
+	return slices.DeleteFunc(all, func(s Skill) bool { return s.AdminOnly })
+}
