@@ -102,6 +102,7 @@ type sidecarOptions struct {
 	talkURL, apiURL, apiKey, botSecret string
 	progressInterval                   string
 	logLevel                           string
+	allowedHosts, allowPrivate         []string
 }
 
 func newSidecar(t testing.TB, o sidecarOptions) *sidecar {
@@ -140,7 +141,11 @@ task_timeout = "2m"
 agent_user = "nobody"
 [log]
 level = %q
-`, filepath.Join(dir, "data"), port, o.talkURL, s.secret, o.botSecret, o.progressInterval, claudeBinary(t), o.apiURL, o.apiKey, o.logLevel)
+[network]
+allowed_hosts = %s
+allow_private = %s
+`, filepath.Join(dir, "data"), port, o.talkURL, s.secret, o.botSecret, o.progressInterval, claudeBinary(t), o.apiURL, o.apiKey, o.logLevel,
+		tomlList(o.allowedHosts), tomlList(o.allowPrivate))
 	s.cfgPath = filepath.Join(dir, "istota.toml")
 	if err := os.WriteFile(s.cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
@@ -239,7 +244,7 @@ func (s *sidecar) post(path string, body []byte) (int, map[string]any) {
 // db opens the sidecar's database read-only for assertions.
 func (s *sidecar) db() *sql.DB {
 	s.t.Helper()
-	db, err := sql.Open("sqlite3", "file:"+filepath.Join(s.dir, "data", "istota.db")+"?mode=ro&_busy_timeout=5000")
+	db, err := sql.Open("sqlite3", "file:"+filepath.Join(s.dir, "data", "db", "istota.db")+"?mode=ro&_busy_timeout=5000")
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -324,4 +329,37 @@ func waitFor(t testing.TB, what string, timeout time.Duration, cond func() bool,
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+func tomlList(items []string) string {
+	quoted := make([]string, len(items))
+	for i, it := range items {
+		quoted[i] = strconv.Quote(it)
+	}
+	return "[" + strings.Join(quoted, ", ") + "]"
+}
+
+// audit returns the refusals the sidecar recorded for component, one per line.
+func (s *sidecar) audit(t testing.TB, component string) string {
+	t.Helper()
+	rows, err := s.db().Query(`SELECT user_id, action, reason FROM audit_log WHERE component = ? AND allowed = 0`, component)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var b strings.Builder
+	for rows.Next() {
+		var u, a, r string
+		rows.Scan(&u, &a, &r)
+		fmt.Fprintf(&b, "%s %s %s\n", u, a, r)
+	}
+	return b.String()
+}
+
+// kv reads one key of a user's key-value store ("" when absent).
+func (s *sidecar) kv(t testing.TB, user, ns, key string) string {
+	t.Helper()
+	var v string
+	s.db().QueryRow(`SELECT value FROM kv_store WHERE user_id = ? AND namespace = ? AND key = ?`, user, ns, key).Scan(&v)
+	return v
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,9 +22,10 @@ type isolationEnv struct {
 	next int64
 }
 
-func newIsolationEnv(t *testing.T) *isolationEnv {
+func newIsolationEnv(t *testing.T, o sidecarOptions) *isolationEnv {
 	t.Helper()
-	f := newFixtureWith(t, nil, sidecarOptions{progressInterval: "1h", logLevel: "info"}, "isolate1")
+	o.progressInterval, o.logLevel = "1h", "info"
+	f := newFixtureWith(t, nil, o, "isolate1")
 	f.sc.start()
 	return &isolationEnv{fixture: f, next: 100}
 }
@@ -84,7 +87,15 @@ func mustNotContain(t *testing.T, out string, secrets ...string) {
 // be able to do. Every case must fail for the attacker; a case that "passes" for the
 // agent fails the test.
 func TestIsolation(t *testing.T) {
-	e := newIsolationEnv(t)
+	// One service on the host's loopback the admin allowed (an intranet service), and
+	// one that was not allowed.
+	allowed := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "allowed-service-says-hi") }))
+	defer allowed.Close()
+	forbidden := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "forbidden-service-leaked") }))
+	defer forbidden.Close()
+	allowedHost := strings.TrimPrefix(allowed.URL, "http://")
+	forbiddenHost := strings.TrimPrefix(forbidden.URL, "http://")
+	e := newIsolationEnv(t, sidecarOptions{allowedHosts: []string{allowedHost}, allowPrivate: []string{allowedHost}})
 	data := filepath.Join(e.sc.dir, "data")
 	// Bob has a private file; Alice (not an admin) goes looking for it.
 	e.run(t, "bob", false, "echo bob-private-2f9c > /workspace/secret.txt && echo written")
@@ -179,6 +190,42 @@ func TestIsolation(t *testing.T) {
 			t.Fatalf("admin view wrong:\n%s", out)
 		}
 		mustNotContain(t, out, secrets...)
+	})
+	proxyGet := func(hostport string) string {
+		return `exec 3<>/dev/tcp/127.0.0.1/3128 && printf 'GET http://` + hostport + `/ HTTP/1.1\r\nHost: ` + hostport + `\r\nConnection: close\r\n\r\n' >&3 && cat <&3; echo`
+	}
+	t.Run("network_only_through_the_allowlist", func(t *testing.T) {
+		out := e.run(t, "alice", false, proxyGet(allowedHost)+"; "+proxyGet(forbiddenHost)+"; (echo > /dev/tcp/"+strings.Replace(forbiddenHost, ":", "/", 1)+") 2>/dev/null && echo DIRECT-OPEN; echo end")
+		if !strings.Contains(out, "allowed-service-says-hi") {
+			t.Fatalf("the allowlisted service is not reachable through the proxy:\n%s", out)
+		}
+		if strings.Contains(out, "forbidden-service-leaked") || strings.Contains(out, "DIRECT-OPEN") || !strings.Contains(out, "403") {
+			t.Fatalf("a service outside the allowlist was reachable:\n%s", out)
+		}
+		refused := e.sc.audit(t, "netproxy")
+		if !strings.Contains(refused, forbiddenHost) || !strings.Contains(refused, "alice") {
+			t.Fatalf("the refusal was not audited for alice: %s", refused)
+		}
+	})
+	t.Run("skills_through_the_credential_proxy", func(t *testing.T) {
+		out := e.run(t, "alice", false, `istota skill whoami; istota skill no-such-skill; echo "exit=$?"; istota skill kv set notes colour blue && istota skill kv get notes colour`)
+		if !strings.Contains(out, "alice") || !strings.Contains(out, "unknown_skill") || !strings.Contains(out, "exit=126") || !strings.Contains(out, "blue") {
+			t.Fatalf("skills:\n%s", out)
+		}
+		if refused := e.sc.audit(t, "credproxy"); !strings.Contains(refused, "unknown_skill") {
+			t.Fatalf("the refused skill was not audited: %s", refused)
+		}
+		bob := e.run(t, "bob", false, `istota skill kv get notes colour; echo "exit=$?"`)
+		if strings.Contains(bob, "blue") {
+			t.Fatalf("bob read alice's key-value store:\n%s", bob)
+		}
+	})
+	t.Run("deferred_operations_use_the_task_identity", func(t *testing.T) {
+		e.run(t, "alice", false, `mkdir -p /tmp/deferred && printf '{"op":"kv_set","namespace":"prefs","key":"tea","value":"green","user_id":"bob"}' > /tmp/deferred/1.json && echo queued`)
+		waitFor(t, "the deferred operation", time.Minute, func() bool { return e.sc.kv(t, "alice", "prefs", "tea") == "green" }, e.sc.logs)
+		if got := e.sc.kv(t, "bob", "prefs", "tea"); got != "" {
+			t.Fatalf("a deferred file wrote into bob's store: %q", got)
+		}
 	})
 	if n := e.talk.Count(401); n != 0 {
 		t.Errorf("Talk refused %d replies", n)

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/istota/istota/sidecar/internal/config"
+	"github.com/istota/istota/sidecar/internal/credproxy"
 	"github.com/istota/istota/sidecar/internal/sandbox"
 )
 
@@ -22,7 +23,7 @@ var Version = "0.1.0-dev"
 // Run executes one istota command. args excludes the program name.
 func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		usage(stderr)
+		printUsage(stderr)
 		return errUsage
 	}
 	cmd, rest := args[0], args[1:]
@@ -37,6 +38,13 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return cmdShow(ctx, rest, stdout, stderr)
 	case "config":
 		return cmdConfig(rest, stdout, stderr)
+	case "skill":
+		// Inside the sandbox: a client of the credential proxy, with no config, database
+		// or secret of its own.
+		if code := credproxy.RunClient(rest, stdin, stdout, stderr); code != 0 {
+			return ExitCode(code)
+		}
+		return nil
 	case "sandbox-init":
 		// Runs inside the sandbox as its init: no config, no database, no secrets.
 		if code := sandbox.RunInit(rest, stdin, stdout, stderr); code != 0 {
@@ -47,11 +55,11 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		fmt.Fprintln(stdout, "istota", Version)
 		return nil
 	case "help", "-h", "--help":
-		usage(stdout)
+		printUsage(stdout)
 		return nil
 	default:
 		fmt.Fprintf(stderr, "istota: unknown command %q\n\n", cmd)
-		usage(stderr)
+		printUsage(stderr)
 		return errUsage
 	}
 }
@@ -63,7 +71,7 @@ func (e ExitCode) Error() string { return fmt.Sprintf("exit status %d", int(e)) 
 
 var errUsage = ExitCode(2)
 
-func usage(w io.Writer) {
+func printUsage(w io.Writer) {
 	fmt.Fprint(w, `Usage: istota <command> [options]
 
 Commands:
@@ -72,6 +80,7 @@ Commands:
   list [-u USER] [-n N]     list recent tasks
   show ID                   show one task with its events
   config                    print the effective configuration, secrets redacted
+  skill NAME ARGS…          (inside a sandbox) run a skill through the credential proxy
   version                   print the version
 
 Every command takes -c FILE (or ISTOTA_CONFIG) to name the configuration file.

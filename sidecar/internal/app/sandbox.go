@@ -11,12 +11,16 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/istota/istota/sidecar/internal/brain"
 	"github.com/istota/istota/sidecar/internal/config"
+	"github.com/istota/istota/sidecar/internal/credproxy"
 	"github.com/istota/istota/sidecar/internal/executor"
+	"github.com/istota/istota/sidecar/internal/netproxy"
 	"github.com/istota/istota/sidecar/internal/queue"
 	"github.com/istota/istota/sidecar/internal/sandbox"
+	"github.com/istota/istota/sidecar/internal/usage"
 )
 
 // sandboxLaunchers adapts the sandbox runner to the executor: one sandboxed launcher per
@@ -26,6 +30,10 @@ type sandboxLaunchers struct {
 	cfg    config.Config
 	agent  string // host path of the agent binary, symlinks resolved
 	log    *slog.Logger
+	// Set by the wiring after construction; each task gets its own socket to them.
+	network *netproxy.Proxy
+	skills  *credproxy.Server
+	usage   *usage.Store
 }
 
 func newSandboxLaunchers(ctx context.Context, cfg config.Config, log *slog.Logger) (*sandboxLaunchers, error) {
@@ -119,11 +127,25 @@ type taskLauncher struct {
 }
 
 func (tl *taskLauncher) Command(ctx context.Context, argv []string, env map[string]string, stdin io.Reader) (*exec.Cmd, error) {
-	merged := map[string]string{
+	l := tl.l
+	sandboxed := !l.cfg.Sandbox.Unsandboxed
+	var services []sandbox.Service
+	merged := map[string]string{}
+	if sandboxed {
+		// All egress goes through the allowlist proxy; there is no other way out.
+		services = append(services, l.network.Service(netproxy.Identity{UserID: tl.task.UserID, TaskID: tl.task.ID}))
+		for k, v := range netproxy.ProxyEnv(netproxy.Port) {
+			merged[k] = v
+		}
+	}
+	services = append(services, l.skills.Service(credproxy.Identity{UserID: tl.task.UserID, TaskID: tl.task.ID, IsAdmin: tl.ws.Admin}))
+	for k, v := range map[string]string{
 		"ISTOTA_TASK_ID":   strconv.FormatInt(tl.task.ID, 10),
 		"ISTOTA_USER_ID":   tl.task.UserID,
 		"ISTOTA_WORKSPACE": sandbox.WorkspaceDir,
 		"TMPDIR":           "/tmp",
+	} {
+		merged[k] = v
 	}
 	if tl.task.ConversationToken != "" {
 		merged["ISTOTA_CONVERSATION"] = tl.task.ConversationToken
@@ -148,15 +170,35 @@ func (tl *taskLauncher) Command(ctx context.Context, argv []string, env map[stri
 		Argv:        argv,
 		Env:         merged,
 		Stdin:       stdin,
-		LLM:         &sandbox.LLMUpstream{BaseURL: tl.l.cfg.Brain.APIBaseURL, APIKey: tl.l.cfg.Brain.APIKey, Header: "x-api-key"},
+		LLM:         &sandbox.LLMUpstream{BaseURL: l.cfg.Brain.APIBaseURL, APIKey: l.cfg.Brain.APIKey, Header: "x-api-key"},
+		Services:    services,
+		OnUsage:     tl.recordUsage,
 	})
 	if err != nil {
 		return nil, err
+	}
+	if !sandboxed {
+		// No bind mount at the default path: tell `istota skill` where its socket is.
+		run.Cmd.Env = append(run.Cmd.Env, credproxy.SocketEnv+"="+run.SocketPath(credproxy.ServiceName))
 	}
 	tl.mu.Lock()
 	tl.runs = append(tl.runs, run)
 	tl.mu.Unlock()
 	return run.Cmd, nil
+}
+
+// recordUsage stores what the task's gateway saw of one model response.
+func (tl *taskLauncher) recordUsage(u sandbox.Usage) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := tl.l.usage.Record(ctx, usage.Entry{
+		At: time.Now(), UserID: tl.task.UserID, TaskID: tl.task.ID, Model: tl.l.cfg.Brain.Model,
+		InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, CacheRead: u.CacheRead,
+		CacheCreation: u.CacheCreation, Requests: u.Requests,
+	})
+	if err != nil {
+		tl.l.log.Warn("recording model usage failed", "task_id", tl.task.ID, "err", err)
+	}
 }
 
 func (tl *taskLauncher) close() error {

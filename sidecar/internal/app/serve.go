@@ -14,16 +14,23 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/istota/istota/sidecar/internal/audit"
 	"github.com/istota/istota/sidecar/internal/brain/claude"
 	"github.com/istota/istota/sidecar/internal/config"
+	"github.com/istota/istota/sidecar/internal/credproxy"
+	"github.com/istota/istota/sidecar/internal/deferred"
 	"github.com/istota/istota/sidecar/internal/executor"
 	"github.com/istota/istota/sidecar/internal/httpapi"
 	"github.com/istota/istota/sidecar/internal/intake"
+	"github.com/istota/istota/sidecar/internal/kv"
+	"github.com/istota/istota/sidecar/internal/netproxy"
 	"github.com/istota/istota/sidecar/internal/outbox"
 	"github.com/istota/istota/sidecar/internal/queue"
 	"github.com/istota/istota/sidecar/internal/signing"
+	"github.com/istota/istota/sidecar/internal/skills"
 	"github.com/istota/istota/sidecar/internal/store"
 	"github.com/istota/istota/sidecar/internal/talk"
+	"github.com/istota/istota/sidecar/internal/usage"
 	"github.com/istota/istota/sidecar/internal/worker"
 )
 
@@ -109,6 +116,24 @@ func openSidecar(ctx context.Context, cfg config.Config, log *slog.Logger, servi
 	if err != nil {
 		return nil, err
 	}
+	auditLog := audit.New(s.db, log.With("component", "audit"), nil)
+	allowed, err := netproxy.ParseRules(cfg.Network.AllowedHosts)
+	if err != nil {
+		return nil, fmt.Errorf("network.allowed_hosts: %w", err)
+	}
+	for _, e := range cfg.Network.AllowPrivate {
+		if r, err := netproxy.ParseRule(e); err != nil || r.Wildcard() {
+			return nil, fmt.Errorf("network.allow_private: %q must be one host:port of network.allowed_hosts, without a wildcard", e)
+		}
+	}
+	s.launcher.network = netproxy.New(netproxy.Options{Allow: allowed, AllowPrivate: cfg.Network.AllowPrivate, Audit: auditLog, Logger: log.With("component", "netproxy")})
+	registry := skills.NewRegistry()
+	kvs := kv.New(s.db, nil)
+	if err := skills.RegisterBuiltins(registry, kvs, skills.NewCredentials(s.db, nil)); err != nil {
+		return nil, err
+	}
+	s.launcher.skills = credproxy.New(registry, skills.NewCredentials(s.db, nil), auditLog, log.With("component", "credproxy"), credproxy.Options{})
+	s.launcher.usage = usage.New(s.db)
 	brain := claude.New(claude.Config{Binary: s.launcher.agentPath(), Model: cfg.Brain.Model, MaxTurns: cfg.Brain.MaxTurns}, log.With("component", "claude"))
 	s.exec = executor.New(s.db, s.queue, s.outbox, brain, s.launcher, executor.Options{
 		BotName:             cfg.Talk.BotName,
@@ -122,6 +147,8 @@ func openSidecar(ctx context.Context, cfg config.Config, log *slog.Logger, servi
 		Owner:               s.owner,
 		Logger:              log.With("component", "executor"),
 		OnReply:             s.outbox.Wake,
+		Deferred: deferred.New(kvs, s.queue, auditLog, log.With("component", "deferred"),
+			deferred.Options{SubtaskSource: queue.SourceSubtask}),
 	})
 	reserved := cfg.Workers.ReservedInteractive
 	if reserved == 0 {

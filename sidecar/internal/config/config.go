@@ -48,6 +48,7 @@ type Config struct {
 	Brain     Brain     `toml:"brain"`
 	Workers   Workers   `toml:"workers"`
 	Sandbox   Sandbox   `toml:"sandbox"`
+	Network   Network   `toml:"network"`
 	Log       Log       `toml:"log"`
 }
 
@@ -114,6 +115,16 @@ type Sandbox struct {
 	AgentUser string `toml:"agent_user" env:"ISTOTA_AGENT_USER"`
 	// AdminDBWrite lets admins' agents write the database, not only read it.
 	AdminDBWrite bool `toml:"admin_db_write" env:"ISTOTA_ADMIN_DB_WRITE"`
+}
+
+// Network is what agents may reach through the allowlist proxy. The model API needs no
+// entry: the per-task gateway reaches it from outside the sandbox.
+type Network struct {
+	// AllowedHosts are host:port entries ("api.github.com:443", "*.example.com:443").
+	AllowedHosts []string `toml:"allowed_hosts"`
+	// AllowPrivate are entries of AllowedHosts that may resolve to private or loopback
+	// addresses (an intranet service). Everything else resolving there is refused.
+	AllowPrivate []string `toml:"allow_private"`
 }
 
 // Log configures slog output.

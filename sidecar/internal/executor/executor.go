@@ -17,6 +17,7 @@ import (
 
 	"github.com/istota/istota/sidecar/internal/brain"
 	"github.com/istota/istota/sidecar/internal/convlog"
+	"github.com/istota/istota/sidecar/internal/deferred"
 	"github.com/istota/istota/sidecar/internal/outbox"
 	"github.com/istota/istota/sidecar/internal/prompt"
 	"github.com/istota/istota/sidecar/internal/queue"
@@ -60,6 +61,14 @@ type Options struct {
 	Logger              *slog.Logger
 	// OnReply is a wake-up hint for the outbox.
 	OnReply func()
+	// Deferred applies the operations a successful run left in its temp dir; nil
+	// ignores them.
+	Deferred Deferred
+}
+
+// Deferred applies an agent's deferred operations with the identity of the task.
+type Deferred interface {
+	Apply(ctx context.Context, dir string, t queue.Task) (deferred.Report, error)
 }
 
 // Executor runs tasks.
@@ -141,6 +150,9 @@ func (e *Executor) run(ctx context.Context, t queue.Task, log *slog.Logger) (bra
 			log.Warn("sandbox cleanup failed", "err", err)
 		}
 	}()
+	if err := os.Mkdir(deferred.Dir(ws.Tmp), 0o700); err != nil {
+		return brain.Result{}, fmt.Errorf("create the deferred operations folder: %w", err)
+	}
 	progress := newProgress(e, t, log)
 	res, err := e.brain.Run(runCtx, brain.Request{
 		TaskID:   t.ID,
@@ -151,6 +163,18 @@ func (e *Executor) run(ctx context.Context, t queue.Task, log *slog.Logger) (bra
 	}, launcher, progress.event)
 	if errors.Is(runCtx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
 		return res, fmt.Errorf("timed out after %s: %w", e.opts.TaskTimeout, context.DeadlineExceeded)
+	}
+	if err == nil && res.OK && e.opts.Deferred != nil {
+		report, derr := e.opts.Deferred.Apply(ctx, deferred.Dir(ws.Tmp), t)
+		if derr != nil {
+			log.Error("applying deferred operations failed", "err", derr)
+		}
+		for _, r := range report.Rejected {
+			log.Warn("deferred operation rejected", "file", r.File, "op", r.Op, "reason", r.Reason, "detail", r.Detail)
+		}
+		if n := len(report.Applied); n > 0 {
+			log.Info("deferred operations applied", "count", n)
+		}
 	}
 	return res, err
 }
@@ -166,7 +190,7 @@ func (e *Executor) complete(t queue.Task, res brain.Result, log *slog.Logger) {
 	err := e.queue.Complete(ctx, t.ID, e.opts.Owner, queue.Outcome{
 		Result: answer, InputTokens: res.InputTokens, OutputTokens: res.OutputTokens, CostUSD: res.CostUSD,
 	}, func(tx *sql.Tx) error {
-		if t.Source != "talk" || t.ConversationToken == "" {
+		if t.ConversationToken == "" {
 			return nil
 		}
 		if err := e.outbox.EnqueueTx(ctx, tx, outbox.Message{
@@ -223,7 +247,7 @@ func (e *Executor) NotifyFailure(tx *sql.Tx, t queue.Task) error {
 }
 
 func (e *Executor) notifyFailure(ctx context.Context, tx *sql.Tx, t queue.Task, userReason string) error {
-	if t.Source != "talk" || t.ConversationToken == "" {
+	if t.ConversationToken == "" {
 		return nil
 	}
 	return e.outbox.EnqueueTx(ctx, tx, outbox.Message{
@@ -320,6 +344,11 @@ func (e *Executor) buildPrompt(ctx context.Context, t queue.Task, workspace stri
 		Request:   t.Prompt,
 		Workspace: workspace,
 	}
+	in.Resources = append(in.Resources,
+		"Skills: run `istota skill skills` to list the skills you may use (they act with the user's credentials; you never see them).",
+		"Changes you may not make directly (background subtasks, the user's key-value store) are requested as JSON files in "+deferred.SandboxDir+", applied after you finish: "+
+			`{"op":"subtask","prompt":"…"}, {"op":"kv_set","namespace":"…","key":"…","value":"…"}, {"op":"kv_delete","namespace":"…","key":"…"}; one operation per *.json file.`,
+		"Network access goes through a proxy that allows only the hosts the administrator listed.")
 	if u.IsAdmin {
 		in.Resources = append(in.Resources,
 			"As an administrator you can read and change every user's workspace under "+AdminUsersDir+".",
@@ -391,7 +420,7 @@ func (p *progress) event(ev brain.Event) {
 	if err := p.e.queue.AddEvent(ctx, p.t.ID, kind, text); err != nil {
 		p.log.Warn("recording a task event failed", "err", err)
 	}
-	if kind != "tool" || p.t.Source != "talk" || p.t.ConversationToken == "" {
+	if kind != "tool" || !p.t.Interactive || p.t.ConversationToken == "" {
 		return
 	}
 	p.mu.Lock()

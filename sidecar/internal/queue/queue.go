@@ -55,11 +55,12 @@ const (
 	SourceTasksMD  = "tasks_md"
 	SourceCron     = "cron"
 	SourceBriefing = "briefing"
+	SourceSubtask  = "subtask"
 )
 
 func knownSource(s string) bool {
 	switch s {
-	case SourceTalk, SourceCLI, SourceEmail, SourceTasksMD, SourceCron, SourceBriefing:
+	case SourceTalk, SourceCLI, SourceEmail, SourceTasksMD, SourceCron, SourceBriefing, SourceSubtask:
 		return true
 	}
 	return false
