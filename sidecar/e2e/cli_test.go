@@ -93,3 +93,24 @@ echo (new OCA\Istota\Service\SidecarConfig($argv[2], $argv[3], $argv[4], $argv[5
 		t.Fatalf("values changed on the way: %+v", cfg)
 	}
 }
+
+func TestDoctor(t *testing.T) {
+	f := newFixture(t, fakeapi.Script{}, "doct0001")
+	out, _, err := runCLI(t, f.sc.cfgPath, "doctor")
+	if err == nil || !strings.Contains(out, "✗ signed round trip") || !strings.Contains(out, "✗ database") {
+		t.Fatalf("doctor before serve should fail the database and round trip:\n%s", out)
+	}
+	f.sc.start()
+	out, stderr, err := runCLI(t, f.sc.cfgPath, "doctor")
+	if err != nil {
+		t.Fatalf("doctor: %v\n%s%s", err, out, stderr)
+	}
+	for _, want := range []string{"✓ configuration", "✓ database", "✓ agent binary", "✓ sandbox", "✓ model API key", "✓ Nextcloud reachable: Nextcloud 31.0.2", "✓ Talk bot secret", "✓ signed round trip"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("doctor output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, apiKey) || strings.Contains(out, botSecret) {
+		t.Fatal("doctor printed a secret")
+	}
+}

@@ -38,6 +38,8 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return cmdShow(ctx, rest, stdout, stderr)
 	case "config":
 		return cmdConfig(rest, stdout, stderr)
+	case "doctor":
+		return cmdDoctor(ctx, rest, stdout, stderr)
 	case "skill":
 		// Inside the sandbox: a client of the credential proxy, with no config, database
 		// or secret of its own.
@@ -81,6 +83,7 @@ Commands:
   show ID                   show one task with its events
   config                    print the effective configuration, secrets redacted
   skill NAME ARGS…          (inside a sandbox) run a skill through the credential proxy
+  doctor                    check configuration, database, agent, sandbox, Nextcloud and the signed round trip
   version                   print the version
 
 Every command takes -c FILE (or ISTOTA_CONFIG) to name the configuration file.

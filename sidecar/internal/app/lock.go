@@ -22,6 +22,15 @@ func acquireLock(dataDir string) (*processLock, error) {
 	if err := os.MkdirAll(dataDir, 0o711); err != nil {
 		return nil, fmt.Errorf("create data directory: %w", err)
 	}
+	if os.Geteuid() == 0 {
+		// Created earlier by something else (an admin, `istota doctor`): make sure the
+		// agent account can still pass through it.
+		if fi, err := os.Stat(dataDir); err == nil && fi.Mode().Perm()&0o001 == 0 {
+			if err := os.Chmod(dataDir, fi.Mode().Perm()|0o011); err != nil {
+				return nil, fmt.Errorf("data directory: %w", err)
+			}
+		}
+	}
 	path := filepath.Join(dataDir, "istota.lock")
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {

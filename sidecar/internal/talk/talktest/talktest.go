@@ -324,6 +324,12 @@ type reply struct {
 }
 
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/status.php" && r.Method == http.MethodGet {
+		// Nextcloud's own unauthenticated status endpoint, which `istota doctor` reads.
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"installed":true,"maintenance":false,"needsDbUpgrade":false,"version":"31.0.2.1","versionstring":"31.0.2","edition":"","productname":"Nextcloud","extendedSupport":false}`)
+		return
+	}
 	s.mu.Lock()
 	s.requests++
 	rep, drop := s.handleLocked(r)

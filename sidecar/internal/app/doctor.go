@@ -1,0 +1,199 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/istota/istota/sidecar/internal/config"
+	"github.com/istota/istota/sidecar/internal/sandbox"
+	"github.com/istota/istota/sidecar/internal/signing"
+	"github.com/istota/istota/sidecar/internal/store"
+)
+
+// cmdDoctor checks every hop an answer depends on and prints one ✓/✗ line each. It exits
+// non-zero when any check fails.
+func cmdDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("doctor", flag.ContinueOnError)
+	load := commonFlags(fs)
+	if err := parseFlags(fs, args, stderr); err != nil {
+		return err
+	}
+	failed := 0
+	check := func(name string, fn func() (string, error)) {
+		detail, err := fn()
+		if err != nil {
+			failed++
+			fmt.Fprintf(stdout, "✗ %s: %v\n", name, err)
+			return
+		}
+		fmt.Fprintf(stdout, "✓ %s: %s\n", name, detail)
+	}
+	cfg, err := load()
+	check("configuration", func() (string, error) {
+		if err != nil {
+			return "", err
+		}
+		return "valid", nil
+	})
+	if err != nil {
+		return ExitCode(1)
+	}
+	check("database", func() (string, error) {
+		if _, err := os.Stat(cfg.Database.Path); err != nil {
+			return "", fmt.Errorf("%s does not exist yet: `istota serve` creates it", cfg.Database.Path)
+		}
+		db, err := store.Open(ctx, cfg.Database.Path)
+		if err != nil {
+			return "", err
+		}
+		defer db.Close()
+		var n int
+		if err := db.Read.QueryRowContext(ctx, `SELECT count(*) FROM tasks WHERE status IN ('pending','locked','running')`).Scan(&n); err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("%s, schema %d, %d task(s) queued or running", cfg.Database.Path, store.SchemaVersion(), n), nil
+	})
+	check("agent binary", func() (string, error) {
+		path, err := exec.LookPath(cfg.Brain.ClaudePath)
+		if err != nil {
+			return "", fmt.Errorf("%s not found (install @anthropic-ai/claude-code): %w", cfg.Brain.ClaudePath, err)
+		}
+		cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		out, err := exec.CommandContext(cctx, path, "--version").Output()
+		if err != nil {
+			return "", fmt.Errorf("%s --version: %w", path, err)
+		}
+		return path + " " + strings.TrimSpace(string(out)), nil
+	})
+	check("sandbox", func() (string, error) {
+		if cfg.Sandbox.Unsandboxed {
+			return "", errors.New("DISABLED (sandbox.unsandboxed = true): agents can read everything the agent account can")
+		}
+		scfg, err := doctorSandboxConfig(cfg)
+		if err != nil {
+			return "", err
+		}
+		if err := sandbox.Probe(ctx, scfg); err != nil {
+			return "", err
+		}
+		return "bwrap works for uid " + strconv.Itoa(int(scfg.AgentUID)) + " (0 = the sidecar's own)", nil
+	})
+	check("model API key", func() (string, error) {
+		if cfg.Brain.APIKey == "" {
+			return "", errors.New("brain.api_key is empty: every task will fail with an authentication error")
+		}
+		return "set (never shown)", nil
+	})
+	check("Nextcloud reachable", func() (string, error) {
+		client := &http.Client{Timeout: 10 * time.Second}
+		resp, err := client.Get(strings.TrimRight(cfg.Nextcloud.URL, "/") + "/status.php")
+		if err != nil {
+			return "", err
+		}
+		defer resp.Body.Close()
+		var st struct {
+			Installed   bool   `json:"installed"`
+			Maintenance bool   `json:"maintenance"`
+			Version     string `json:"versionstring"`
+		}
+		if resp.StatusCode != 200 || json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&st) != nil {
+			return "", fmt.Errorf("%s/status.php answered %s, not Nextcloud's status", cfg.Nextcloud.URL, resp.Status)
+		}
+		if st.Maintenance {
+			return "", fmt.Errorf("Nextcloud %s is in maintenance mode", st.Version)
+		}
+		return "Nextcloud " + st.Version, nil
+	})
+	check("Talk bot secret", func() (string, error) {
+		if cfg.Talk.BotSecret == "" {
+			return "", errors.New("talk.bot_secret is empty: answers cannot be delivered (run occ istota:setup)")
+		}
+		return "set (never shown)", nil
+	})
+	check("signed round trip", func() (string, error) {
+		return doctorPing(ctx, cfg)
+	})
+	if failed > 0 {
+		fmt.Fprintf(stdout, "%d check(s) failed\n", failed)
+		return ExitCode(1)
+	}
+	return nil
+}
+
+func doctorSandboxConfig(cfg config.Config) (sandbox.Config, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return sandbox.Config{}, err
+	}
+	dataDir, err := filepath.Abs(cfg.DataDir)
+	if err != nil {
+		return sandbox.Config{}, err
+	}
+	scfg := sandbox.Config{BwrapPath: cfg.Sandbox.BwrapPath, SelfPath: self, SocketDir: filepath.Join(dataDir, "run")}
+	if p, err := exec.LookPath(scfg.BwrapPath); err == nil {
+		scfg.BwrapPath = p
+	}
+	if os.Geteuid() == 0 {
+		u, err := user.Lookup(cfg.Sandbox.AgentUser)
+		if err != nil {
+			return sandbox.Config{}, fmt.Errorf("sandbox.agent_user %q does not exist", cfg.Sandbox.AgentUser)
+		}
+		uid, _ := strconv.ParseUint(u.Uid, 10, 32)
+		gid, _ := strconv.ParseUint(u.Gid, 10, 32)
+		scfg.AgentUID, scfg.AgentGID = uint32(uid), uint32(gid)
+	}
+	return scfg, nil
+}
+
+// doctorPing signs a ping to the running sidecar exactly as the app does.
+func doctorPing(ctx context.Context, cfg config.Config) (string, error) {
+	secret := cfg.Nextcloud.SharedSecret
+	if secret == "" {
+		b, err := os.ReadFile(filepath.Join(cfg.DataDir, "shared_secret"))
+		if err != nil {
+			return "", errors.New("no shared secret configured or generated yet")
+		}
+		secret = strings.TrimSpace(string(b))
+	}
+	raw := make([]byte, 16)
+	rand.Read(raw)
+	nonce := hex.EncodeToString(raw)
+	body, _ := json.Marshal(map[string]string{"nonce_echo": nonce})
+	ts := strconv.FormatInt(time.Now().Unix(), 10)
+	req, err := http.NewRequestWithContext(ctx, "POST", "http://"+cfg.Server.Listen+"/v1/ping", bytes.NewReader(body))
+	if err != nil {
+		return "", err
+	}
+	req.Header.Set(signing.HeaderTimestamp, ts)
+	req.Header.Set(signing.HeaderNonce, nonce)
+	req.Header.Set(signing.HeaderSignature, signing.Sign([]byte(secret), "POST", "/v1/ping", ts, nonce, body))
+	resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
+	if err != nil {
+		return "", fmt.Errorf("istota serve is not answering on %s: %w", cfg.Server.Listen, err)
+	}
+	defer resp.Body.Close()
+	var out struct {
+		Pong    string `json:"pong"`
+		Version string `json:"version"`
+	}
+	if resp.StatusCode != 200 || json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&out) != nil || out.Pong != nonce {
+		return "", fmt.Errorf("the sidecar on %s refused the signed ping (%s): is it using the same shared secret?", cfg.Server.Listen, resp.Status)
+	}
+	return "sidecar " + out.Version + " on " + cfg.Server.Listen, nil
+}
