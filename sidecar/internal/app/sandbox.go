@@ -53,6 +53,12 @@ func newSandboxLaunchers(ctx context.Context, cfg config.Config, log *slog.Logge
 		SelfPath:    self,
 		SocketDir:   filepath.Join(cfg.DataDir, "run"),
 		Unsandboxed: cfg.Sandbox.Unsandboxed,
+		Limits: sandbox.Limits{
+			AddressSpace: uint64(cfg.Sandbox.MemoryMB) << 20,
+			Processes:    uint64(cfg.Sandbox.MaxProcesses),
+			OpenFiles:    uint64(cfg.Sandbox.MaxOpenFiles),
+			CPUSeconds:   uint64(cfg.Sandbox.CPUSeconds),
+		},
 	}
 	if scfg.BwrapPath != "" && !filepath.IsAbs(scfg.BwrapPath) {
 		if p, err := exec.LookPath(scfg.BwrapPath); err == nil {

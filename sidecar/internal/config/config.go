@@ -115,6 +115,12 @@ type Sandbox struct {
 	AgentUser string `toml:"agent_user" env:"ISTOTA_AGENT_USER"`
 	// AdminDBWrite lets admins' agents write the database, not only read it.
 	AdminDBWrite bool `toml:"admin_db_write" env:"ISTOTA_ADMIN_DB_WRITE"`
+	// Resource limits of one agent run (rlimits, so one runaway task cannot take the
+	// host down); 0 leaves a limit unset. Wall time is brain.task_timeout.
+	MemoryMB     int `toml:"memory_mb" env:"ISTOTA_SANDBOX_MEMORY_MB"`         // address space
+	MaxProcesses int `toml:"max_processes" env:"ISTOTA_SANDBOX_MAX_PROCESSES"` // processes and threads
+	MaxOpenFiles int `toml:"max_open_files" env:"ISTOTA_SANDBOX_MAX_OPEN_FILES"`
+	CPUSeconds   int `toml:"cpu_seconds" env:"ISTOTA_SANDBOX_CPU_SECONDS"`
 }
 
 // Network is what agents may reach through the allowlist proxy. The model API needs no
@@ -156,8 +162,9 @@ func Default() Config {
 			TaskTimeout: Duration{15 * time.Minute},
 		},
 		Workers: Workers{Max: 4, ReservedInteractive: 1},
-		Sandbox: Sandbox{BwrapPath: "bwrap", AgentUser: "istota-agent"},
-		Log:     Log{Level: "info", Format: "text"},
+		Sandbox: Sandbox{BwrapPath: "bwrap", AgentUser: "istota-agent",
+			MemoryMB: 4096, MaxProcesses: 512, MaxOpenFiles: 4096, CPUSeconds: 1800},
+		Log: Log{Level: "info", Format: "text"},
 	}
 }
 
@@ -257,6 +264,15 @@ func (c Config) Validate() error {
 	}
 	if c.Brain.TaskTimeout.Duration < time.Second {
 		bad("brain.task_timeout", "must be at least 1s")
+	}
+	if c.Sandbox.MemoryMB != 0 && c.Sandbox.MemoryMB < 1024 {
+		bad("sandbox.memory_mb", "must be 0 (unlimited) or at least 1024: the agent reserves much address space")
+	}
+	if c.Sandbox.MaxProcesses != 0 && c.Sandbox.MaxProcesses < 100 {
+		bad("sandbox.max_processes", "must be 0 (unlimited) or at least 100: threads count too")
+	}
+	if c.Sandbox.MaxOpenFiles < 0 || c.Sandbox.CPUSeconds < 0 {
+		bad("sandbox.max_open_files", "limits must not be negative")
 	}
 	if c.Workers.Max < 1 {
 		bad("workers.max", "must be at least 1")

@@ -122,3 +122,11 @@ func TestLoadRejects(t *testing.T) {
 		})
 	}
 }
+
+// TestExampleConfigLoads keeps deploy/istota.example.toml in step with the code: every key
+// it shows must exist and its values must validate.
+func TestExampleConfigLoads(t *testing.T) {
+	if _, err := Load("../../../deploy/istota.example.toml", nil); err != nil {
+		t.Fatalf("the annotated example config does not load: %v", err)
+	}
+}
