@@ -31,19 +31,35 @@ type Message struct {
 
 // Input is everything one prompt is built from.
 type Input struct {
-	BotName   string
-	Now       time.Time
-	User      User
-	Source    string // talk | cli | …
-	Room      string // conversation name, for talk
-	Persona   string // PERSONA.md, or DefaultPersona
-	UserMD    string // USER.md, empty when the user has none
-	Context   []Message
-	ReplyTo   *Message // the message the request replies to, forced in
-	Request   string
-	Workspace string // the agent's working directory inside the sandbox
+	BotName string
+	Now     time.Time
+	User    User
+	Source  string // talk | cli | …
+	Room    string // conversation name, for talk
+	Persona string // PERSONA.md, or DefaultPersona
+	UserMD  string // USER.md, empty when the user has none
+	// Memory beyond USER.md, in prompt order. Briefings and scheduled jobs get none of
+	// it (nor USER.md): the executor leaves these empty for them.
+	Facts     []string      // knowledge facts relevant to the request, one line each
+	ChannelMD string        // CHANNEL.md of the conversation
+	Dated     []DatedMemory // the last days of dated memories, oldest first
+	Recalled  []string      // memories recalled by search (off by default)
+	// MaxMemoryChars caps facts, dated and recalled memories together (recalled are
+	// trimmed first, then the oldest dated ones, then facts); USER.md and CHANNEL.md are
+	// never trimmed. 0 means no cap.
+	MaxMemoryChars int
+	Context        []Message
+	ReplyTo        *Message // the message the request replies to, forced in
+	Request        string
+	Workspace      string // the agent's working directory inside the sandbox
 	// Resources are extra places and tools the agent may use, one line each.
 	Resources []string
+}
+
+// DatedMemory is one memories/YYYY-MM-DD.md file.
+type DatedMemory struct {
+	Date string // YYYY-MM-DD
+	Text string
 }
 
 // DefaultPersona is used until the user writes their own PERSONA.md.
@@ -102,6 +118,23 @@ func Build(in Input) string {
 
 	if md := strings.TrimSpace(in.UserMD); md != "" {
 		section(&b, "What you know about "+name+" (USER.md)", md)
+	}
+	facts, dated, recalled := capMemory(in.Facts, in.Dated, in.Recalled, in.MaxMemoryChars)
+	if len(facts) > 0 {
+		section(&b, "Known facts", "- "+strings.Join(facts, "\n- "))
+	}
+	if md := strings.TrimSpace(in.ChannelMD); md != "" {
+		section(&b, "About this conversation (CHANNEL.md)", md)
+	}
+	if len(dated) > 0 {
+		var parts []string
+		for _, d := range dated {
+			parts = append(parts, "### "+d.Date+"\n"+strings.TrimSpace(d.Text))
+		}
+		section(&b, "Recent memories", strings.Join(parts, "\n\n"))
+	}
+	if len(recalled) > 0 {
+		section(&b, "Recalled memories", "- "+strings.Join(recalled, "\n- "))
 	}
 
 	if conv := renderContext(in.Context, in.ReplyTo, in.Now.In(loc)); conv != "" {
@@ -183,4 +216,36 @@ func guidelines(source string) string {
 		return "- Your final answer is printed in a terminal; plain text or Markdown."
 	}
 	return ""
+}
+
+// capMemory trims the optional memory to max characters: recalled memories go first,
+// then the oldest dated memories, then the last facts.
+func capMemory(facts []string, dated []DatedMemory, recalled []string, max int) ([]string, []DatedMemory, []string) {
+	if max <= 0 {
+		return facts, dated, recalled
+	}
+	size := 0
+	for _, f := range facts {
+		size += len(f) + 3
+	}
+	for _, d := range dated {
+		size += len(d.Date) + len(d.Text) + 6
+	}
+	for _, r := range recalled {
+		size += len(r) + 3
+	}
+	for size > max && len(recalled) > 0 {
+		last := recalled[len(recalled)-1]
+		size -= len(last) + 3
+		recalled = recalled[:len(recalled)-1]
+	}
+	for size > max && len(dated) > 0 {
+		size -= len(dated[0].Date) + len(dated[0].Text) + 6
+		dated = dated[1:]
+	}
+	for size > max && len(facts) > 0 {
+		size -= len(facts[len(facts)-1]) + 3
+		facts = facts[:len(facts)-1]
+	}
+	return facts, dated, recalled
 }

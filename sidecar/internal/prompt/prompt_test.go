@@ -45,6 +45,12 @@ func TestBuildGolden(t *testing.T) {
 			UserMD: "# Alice\n- likes tea", Context: ctxMsgs,
 			ReplyTo: &Message{ID: 12, Author: "Bob", Text: "The report is in /shared/q3.pdf", At: now.Add(-48 * time.Hour)},
 			Request: "@Istota summarise that report", Workspace: "/workspace"}},
+		{"talk_with_all_memory", Input{BotName: "Istota", Now: now, User: alice, Source: "talk", Room: "Team",
+			UserMD: "# Alice\n- likes tea", Facts: []string{"alice lives_in Berlin", "alice works_at ACME"},
+			ChannelMD: "Team channel for the Q4 launch.",
+			Dated:     []DatedMemory{{Date: "2026-11-20", Text: "Discussed the launch plan."}, {Date: "2026-11-21", Text: "Alice booked a flight to Lisbon."}},
+			Recalled:  []string{"2026-10-02: Alice prefers aisle seats."},
+			Request:   "book me a hotel", Workspace: "/workspace"}},
 		{"cli_admin", Input{BotName: "Istota", Now: now, User: User{ID: "root", IsAdmin: true}, Source: "cli", Request: "list my files"}},
 	}
 	for _, c := range cases {
@@ -77,5 +83,41 @@ func TestContextBudgetDropsOldestButKeepsReplyTo(t *testing.T) {
 	}
 	if !strings.Contains(out, "#199 ") {
 		t.Fatal("newest message dropped")
+	}
+}
+
+func TestMemoryCapTrimsRecalledThenDatedThenFactsButNeverUserOrChannelMD(t *testing.T) {
+	now := time.Date(2026, 11, 22, 9, 30, 0, 0, time.UTC)
+	big := strings.Repeat("u", 5000)
+	in := Input{BotName: "Istota", Now: now, User: User{ID: "a"}, Source: "talk", UserMD: big, ChannelMD: big + "c",
+		Facts:    []string{"fact-one", "fact-two"},
+		Dated:    []DatedMemory{{Date: "2026-11-20", Text: "old-day"}, {Date: "2026-11-21", Text: "new-day"}},
+		Recalled: []string{"recalled-one", "recalled-two"},
+		Request:  "hi"}
+	cases := []struct {
+		max        int
+		keep, drop []string
+	}{
+		{0, []string{"recalled-two", "old-day", "fact-two"}, nil},
+		{85, []string{"recalled-one", "old-day", "new-day", "fact-two"}, []string{"recalled-two"}},
+		{50, []string{"new-day", "fact-two"}, []string{"recalled-one", "old-day"}},
+		{12, []string{"fact-one"}, []string{"new-day", "fact-two"}},
+		{1, nil, []string{"fact-one", "Known facts", "Recent memories", "Recalled memories"}},
+	}
+	for _, c := range cases {
+		out := Build(func() Input { x := in; x.MaxMemoryChars = c.max; return x }())
+		if !strings.Contains(out, big) || !strings.Contains(out, big+"c") {
+			t.Fatalf("max %d: USER.md or CHANNEL.md trimmed", c.max)
+		}
+		for _, k := range c.keep {
+			if !strings.Contains(out, k) {
+				t.Errorf("max %d: %q dropped", c.max, k)
+			}
+		}
+		for _, d := range c.drop {
+			if strings.Contains(out, d) {
+				t.Errorf("max %d: %q kept", c.max, d)
+			}
+		}
 	}
 }
