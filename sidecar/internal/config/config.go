@@ -49,6 +49,8 @@ type Config struct {
 	Workers   Workers   `toml:"workers"`
 	Sandbox   Sandbox   `toml:"sandbox"`
 	Network   Network   `toml:"network"`
+	Workspace Workspace `toml:"workspace"`
+	Memory    Memory    `toml:"memory"`
 	Log       Log       `toml:"log"`
 }
 
@@ -69,6 +71,11 @@ type Nextcloud struct {
 	URL              string `toml:"url" env:"ISTOTA_NEXTCLOUD_URL"`
 	SharedSecret     string `toml:"shared_secret" env:"ISTOTA_SHARED_SECRET" secret:"true"`
 	SharedSecretFile string `toml:"shared_secret_file" env:"ISTOTA_SHARED_SECRET_FILE"`
+	// BotUser and BotPassword are the bot account through which the sidecar reaches
+	// files (WebDAV) and calendars (CalDAV); `occ istota:setup` creates the account.
+	BotUser         string `toml:"bot_user" env:"ISTOTA_BOT_USER"`
+	BotPassword     string `toml:"bot_password" env:"ISTOTA_BOT_PASSWORD" secret:"true"`
+	BotPasswordFile string `toml:"bot_password_file" env:"ISTOTA_BOT_PASSWORD_FILE"`
 	// RequestTimeout bounds each call to Nextcloud.
 	RequestTimeout Duration `toml:"request_timeout" env:"ISTOTA_NEXTCLOUD_REQUEST_TIMEOUT"`
 }
@@ -133,6 +140,35 @@ type Network struct {
 	AllowPrivate []string `toml:"allow_private"`
 }
 
+// Workspace configures the local mirror of each user's files.
+type Workspace struct {
+	// Mode "sync" mirrors /Users/{uid} over WebDAV (pull before a task, push after);
+	// "mount" uses MountPath, where the bot's storage is already mounted locally.
+	Mode      string `toml:"mode" env:"ISTOTA_WORKSPACE_MODE"`
+	MountPath string `toml:"mount_path" env:"ISTOTA_WORKSPACE_MOUNT_PATH"`
+	// MaxFileMB bounds one synced file.
+	MaxFileMB int `toml:"max_file_mb" env:"ISTOTA_WORKSPACE_MAX_FILE_MB"`
+}
+
+// Memory configures what the assistant remembers.
+type Memory struct {
+	// MaxMemoryChars caps facts and dated/recalled memories in a prompt.
+	MaxMemoryChars int `toml:"max_memory_chars" env:"ISTOTA_MAX_MEMORY_CHARS"`
+	// DatedDays is how many days of memories/YYYY-MM-DD.md go into a prompt.
+	DatedDays int `toml:"dated_days" env:"ISTOTA_MEMORY_DATED_DAYS"`
+	// Recall adds memories found by search to prompts (off by default).
+	Recall bool `toml:"recall" env:"ISTOTA_MEMORY_RECALL"`
+	// RetentionDays deletes dated files and ephemeral index chunks older than this.
+	RetentionDays int `toml:"retention_days" env:"ISTOTA_MEMORY_RETENTION_DAYS"`
+	// SleepCron is when the nightly sleep cycle runs, in each user's timezone.
+	SleepCron string `toml:"sleep_cron" env:"ISTOTA_SLEEP_CRON"`
+	// Embeddings: an OpenAI-compatible endpoint for vector search; empty disables it.
+	EmbeddingsURL     string `toml:"embeddings_url" env:"ISTOTA_EMBEDDINGS_URL"`
+	EmbeddingsModel   string `toml:"embeddings_model" env:"ISTOTA_EMBEDDINGS_MODEL"`
+	EmbeddingsKey     string `toml:"embeddings_key" env:"ISTOTA_EMBEDDINGS_KEY" secret:"true"`
+	EmbeddingsKeyFile string `toml:"embeddings_key_file" env:"ISTOTA_EMBEDDINGS_KEY_FILE"`
+}
+
 // Log configures slog output.
 type Log struct {
 	Level  string `toml:"level" env:"ISTOTA_LOG_LEVEL"`
@@ -161,7 +197,9 @@ func Default() Config {
 			MaxTurns:    30,
 			TaskTimeout: Duration{15 * time.Minute},
 		},
-		Workers: Workers{Max: 4, ReservedInteractive: 1},
+		Workers:   Workers{Max: 4, ReservedInteractive: 1},
+		Workspace: Workspace{Mode: "sync", MaxFileMB: 100},
+		Memory:    Memory{MaxMemoryChars: 8000, DatedDays: 3, RetentionDays: 180, SleepCron: "0 3 * * *"},
 		Sandbox: Sandbox{BwrapPath: "bwrap", AgentUser: "istota-agent",
 			MemoryMB: 4096, MaxProcesses: 512, MaxOpenFiles: 4096, CPUSeconds: 1800},
 		Log: Log{Level: "info", Format: "text"},
@@ -274,6 +312,26 @@ func (c Config) Validate() error {
 	if c.Sandbox.MaxOpenFiles < 0 || c.Sandbox.CPUSeconds < 0 {
 		bad("sandbox.max_open_files", "limits must not be negative")
 	}
+	switch c.Workspace.Mode {
+	case "sync":
+	case "mount":
+		if !filepath.IsAbs(c.Workspace.MountPath) {
+			bad("workspace.mount_path", "mode mount needs an absolute path, got %q", c.Workspace.MountPath)
+		}
+	default:
+		bad("workspace.mode", "want sync or mount, got %q", c.Workspace.Mode)
+	}
+	if c.Workspace.MaxFileMB < 1 {
+		bad("workspace.max_file_mb", "must be at least 1")
+	}
+	if c.Memory.MaxMemoryChars < 0 || c.Memory.DatedDays < 0 || c.Memory.RetentionDays < 0 {
+		bad("memory", "max_memory_chars, dated_days and retention_days must not be negative")
+	}
+	if c.Memory.EmbeddingsURL != "" {
+		if u, err := url.Parse(c.Memory.EmbeddingsURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") {
+			bad("memory.embeddings_url", "want an http(s) URL, got %q", c.Memory.EmbeddingsURL)
+		}
+	}
 	if c.Workers.Max < 1 {
 		bad("workers.max", "must be at least 1")
 	}
@@ -304,6 +362,8 @@ func (c *Config) resolveSecretFiles() error {
 		{"nextcloud.shared_secret", &c.Nextcloud.SharedSecret, c.Nextcloud.SharedSecretFile},
 		{"talk.bot_secret", &c.Talk.BotSecret, c.Talk.BotSecretFile},
 		{"brain.api_key", &c.Brain.APIKey, c.Brain.APIKeyFile},
+		{"nextcloud.bot_password", &c.Nextcloud.BotPassword, c.Nextcloud.BotPasswordFile},
+		{"memory.embeddings_key", &c.Memory.EmbeddingsKey, c.Memory.EmbeddingsKeyFile},
 	}
 	for _, p := range pairs {
 		if p.file == "" {
