@@ -2,6 +2,8 @@
 SHELL := /bin/bash
 GO ?= go
 GOTAGS := sqlite_fts5
+# Every go command needs the tag (FTS5); exported so plain `go test` from make works too.
+export GOFLAGS := -tags=$(GOTAGS)
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/istota/istota/sidecar/internal/app.Version=$(VERSION)
 BIN := bin/istota

@@ -28,6 +28,24 @@ type Payload struct {
 	Sender       *Sender         `json:"sender"`
 	Conversation Conversation    `json:"conversation"`
 	ReceivedAt   string          `json:"received_at"`
+	// Attachments are files shared in the conversation that the app copied into the
+	// bot's storage (paths relative to the user's /Users/{uid}/ folder).
+	Attachments      []Attachment      `json:"attachments"`
+	AttachmentErrors []AttachmentError `json:"attachment_errors"`
+}
+
+// Attachment is one file the app copied into the user's inbox/.
+type Attachment struct {
+	Name     string `json:"name"`
+	Path     string `json:"path"`
+	MimeType string `json:"mimetype"`
+	Size     int64  `json:"size"`
+}
+
+// AttachmentError is a shared file the app could not copy.
+type AttachmentError struct {
+	Name   string `json:"name"`
+	Reason string `json:"reason"`
 }
 
 // Sender is the Nextcloud user behind a message, as the app knows them.
@@ -143,13 +161,18 @@ func (in *Intake) Handle(ctx context.Context, p Payload) (Answer, error) {
 	if p.Sender != nil && p.Sender.UID == "" {
 		return Answer{}, &InvalidError{Msg: "sender.uid is empty"}
 	}
-	switch ev.Type {
-	case "Create":
+	for _, a := range p.Attachments {
+		if !validAttachmentPath(a.Path) {
+			return Answer{}, &InvalidError{Msg: fmt.Sprintf("attachment path %q is not inside inbox/", a.Path)}
+		}
+	}
+	switch {
+	case ev.Type == "Create" || ev.Type == "Activity" && isFileShare(ev):
 		if ev.MessageID <= 0 {
 			return Answer{}, &InvalidError{Msg: "object.id is not a message id"}
 		}
 		return in.handleMessage(ctx, p, ev)
-	case "Join", "Leave":
+	case ev.Type == "Join" || ev.Type == "Leave":
 		err := in.tx(ctx, func(tx *sql.Tx) error { return in.upsertConversation(ctx, tx, ev, p.Conversation) })
 		return Answer{Status: StatusIgnored, Reason: strings.ToLower(ev.Type)}, err
 	default:
@@ -184,6 +207,11 @@ func (in *Intake) handleMessage(ctx context.Context, p Payload, ev talk.Event) (
 			return err
 		}
 		addressed := in.addressed(ev.Message, p.Conversation.Private, mode)
+		if ev.Type == "Activity" && !p.Conversation.Private && !in.mention.MatchString(ev.Message) {
+			// A file dropped into a group conversation is not a request unless its
+			// caption names the bot, whatever the respond mode.
+			addressed = false
+		}
 		if !created {
 			ans = Answer{Status: StatusDuplicate, Addressed: addressed}
 			return nil
@@ -200,7 +228,7 @@ func (in *Intake) handleMessage(ctx context.Context, p Payload, ev talk.Event) (
 			}
 			return nil
 		}
-		if cmd, args, ok := parseCommand(ev.Message); ok {
+		if cmd, args, ok := parseCommand(ev.Message); ok && ev.Type == "Create" {
 			ans = Answer{Status: StatusAccepted, Addressed: true, Command: cmd}
 			reply, c, err := in.runCommand(ctx, tx, cmd, args, ev, *p.Sender, p.Conversation)
 			if err != nil {
@@ -214,7 +242,7 @@ func (in *Intake) handleMessage(ctx context.Context, p Payload, ev talk.Event) (
 			UserID:            p.Sender.UID,
 			Source:            "talk",
 			Interactive:       true,
-			Prompt:            ev.Message,
+			Prompt:            withAttachments(ev.Message, p.Attachments, p.AttachmentErrors),
 			ConversationToken: ev.Token,
 			ReplyToMessageID:  ev.MessageID,
 			DedupeKey:         fmt.Sprintf("talk:%s:%d", ev.Token, ev.MessageID),
@@ -344,4 +372,42 @@ func (in *Intake) tx(ctx context.Context, fn func(*sql.Tx) error) error {
 		return fmt.Errorf("commit: %w", err)
 	}
 	return nil
+}
+
+// isFileShare reports whether an Activity is a file shared into the conversation
+// (reference §4.5: a system message carrying parameters.file).
+func isFileShare(ev talk.Event) bool {
+	_, ok := ev.Parameters["file"]
+	return ok && (ev.ObjectName == "" || ev.ObjectName == "message" || ev.ObjectName == "file_shared")
+}
+
+func validAttachmentPath(p string) bool {
+	if !strings.HasPrefix(p, "inbox/") || strings.Contains(p, "\x00") {
+		return false
+	}
+	for _, part := range strings.Split(p, "/") {
+		if part == "" || part == "." || part == ".." {
+			return false
+		}
+	}
+	return true
+}
+
+// withAttachments tells the agent where the shared files are in its workspace.
+func withAttachments(text string, atts []Attachment, errs []AttachmentError) string {
+	if len(atts) == 0 && len(errs) == 0 {
+		return text
+	}
+	var b strings.Builder
+	b.WriteString(strings.TrimSpace(text))
+	if len(atts) > 0 {
+		b.WriteString("\n\nShared file(s), saved in your working directory:")
+		for _, a := range atts {
+			fmt.Fprintf(&b, "\n- %s (%s, %d bytes)", a.Path, a.MimeType, a.Size)
+		}
+	}
+	for _, e := range errs {
+		fmt.Fprintf(&b, "\n- %s could not be copied: %s", e.Name, e.Reason)
+	}
+	return strings.TrimSpace(b.String())
 }

@@ -336,3 +336,49 @@ func TestJoinRecordsConversationAndLikeIsIgnored(t *testing.T) {
 		t.Fatal("a reaction caused work")
 	}
 }
+
+func fileShare(token string, id int64, uid, caption string) json.RawMessage {
+	msg := "{file}"
+	if caption != "" {
+		msg = caption
+	}
+	content, _ := json.Marshal(map[string]any{"message": msg, "parameters": map[string]any{
+		"actor": map[string]any{"type": "user", "id": uid, "name": uid},
+		"file":  map[string]any{"type": "file", "id": "881", "name": "report.pdf", "size": "52311", "path": "report.pdf", "mimetype": "application/pdf"},
+	}})
+	raw, _ := json.Marshal(map[string]any{
+		"type":   "Activity",
+		"actor":  map[string]any{"type": "Person", "id": "users/" + uid, "name": uid},
+		"object": map[string]any{"type": "Note", "id": fmt.Sprint(id), "name": "", "content": string(content), "mediaType": "text/markdown"},
+		"target": map[string]any{"type": "Collection", "id": token, "name": "Room"},
+	})
+	return raw
+}
+
+func TestSharedFilesReachTheTask(t *testing.T) {
+	f := newFixture(t)
+	att := []Attachment{{Name: "report.pdf", Path: "inbox/report.pdf", MimeType: "application/pdf", Size: 52311}}
+	ans := f.handle(Payload{Event: fileShare("priv0003", 10, "alice", ""), Sender: sender("alice"), Conversation: private("priv0003"), Attachments: att})
+	if ans.Status != StatusAccepted || ans.TaskID == 0 {
+		t.Fatalf("a file in the private conversation: %+v", ans)
+	}
+	task, _ := f.q.Get(context.Background(), ans.TaskID)
+	if !strings.Contains(task.Prompt, "inbox/report.pdf") || !strings.Contains(task.Prompt, "[file: report.pdf]") {
+		t.Fatalf("prompt = %q", task.Prompt)
+	}
+	// In a group, only a caption naming the bot makes it a request.
+	if ans := f.handle(Payload{Event: fileShare("team0003", 11, "bob", ""), Sender: sender("bob"), Conversation: group("team0003"), Attachments: att}); ans.Addressed {
+		t.Fatalf("an uncaptioned file in a group: %+v", ans)
+	}
+	if ans := f.handle(Payload{Event: fileShare("team0003", 12, "bob", "@Istota summarise this"), Sender: sender("bob"), Conversation: group("team0003"), Attachments: att}); !ans.Addressed || ans.TaskID == 0 {
+		t.Fatalf("a captioned file in a group: %+v", ans)
+	}
+	for _, bad := range []string{"../../etc/passwd", "inbox/../x", "/inbox/a", "shared/a", "inbox//a"} {
+		_, err := f.in.Handle(context.Background(), Payload{Event: fileShare("priv0003", 13, "alice", ""), Sender: sender("alice"), Conversation: private("priv0003"),
+			Attachments: []Attachment{{Name: "x", Path: bad}}})
+		var inv *InvalidError
+		if !errors.As(err, &inv) {
+			t.Errorf("attachment path %q accepted: %v", bad, err)
+		}
+	}
+}

@@ -167,6 +167,9 @@ func (db *DB) migrate(ctx context.Context) error {
 		}
 		if _, err := tx.ExecContext(ctx, m.sql); err != nil {
 			tx.Rollback()
+			if strings.Contains(err.Error(), "no such module: fts5") {
+				return fmt.Errorf("store: migration %s: this binary was built without SQLite full-text search: build and test with -tags sqlite_fts5 (make build, make test): %w", m.name, err)
+			}
 			return fmt.Errorf("store: migration %s: %w", m.name, err)
 		}
 		if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", m.version)); err != nil {
