@@ -19,8 +19,9 @@ use Symfony\Component\Console\Output\OutputInterface;
 
 /**
  * `occ istota:setup` creates the shared secret and the bot secret if they are missing,
- * registers the bot with Talk and prints (or writes) the sidecar's TOML configuration.
- * The TOML goes to standard output alone, so it can be redirected; notes go to stderr.
+ * creates (or adopts) the bot's Nextcloud account, registers the bot with Talk and
+ * prints (or writes) the sidecar's TOML configuration. The TOML goes to standard output
+ * alone, so it can be redirected; notes go to stderr and never carry a password.
  */
 class Setup extends Command {
 	public function __construct(
@@ -31,19 +32,35 @@ class Setup extends Command {
 
 	protected function configure(): void {
 		$this->setName('istota:setup')
-			->setDescription('Create the Istota secrets, register the Talk bot and print the sidecar configuration')
+			->setDescription('Create the Istota secrets and bot account, register the Talk bot and print the sidecar configuration')
 			->addOption('nextcloud-url', null, InputOption::VALUE_REQUIRED, 'URL the sidecar uses to reach Nextcloud (default: overwrite.cli.url)')
 			->addOption('sidecar-url', null, InputOption::VALUE_REQUIRED, 'URL Nextcloud uses to reach the sidecar; stored as the sidecar_url app config')
+			->addOption('bot-user', null, InputOption::VALUE_REQUIRED, 'Nextcloud user id of the bot account, created when missing (default: the bot_user app config, else "istota")')
+			->addOption('reset-bot-password', null, InputOption::VALUE_NONE, 'Give an existing bot account a new random password (needed when Istota does not know its password)')
 			->addOption('write', null, InputOption::VALUE_REQUIRED, 'Write the configuration to this file (mode 0600) instead of printing it');
 	}
 
 	protected function execute(InputInterface $input, OutputInterface $output): int {
 		$notes = $output instanceof ConsoleOutputInterface ? $output->getErrorOutput() : $output;
 		try {
-			$outcome = $this->setup->prepare(self::option($input, 'nextcloud-url'), self::option($input, 'sidecar-url'));
+			$outcome = $this->setup->prepare(
+				self::option($input, 'nextcloud-url'),
+				self::option($input, 'sidecar-url'),
+				self::option($input, 'bot-user'),
+				$input->getOption('reset-bot-password') === true,
+			);
 		} catch (\InvalidArgumentException $e) {
 			$notes->writeln('<error>' . OutputFormatter::escape($e->getMessage()) . '</error>');
 			return self::INVALID;
+		} catch (\RuntimeException $e) {
+			$notes->writeln('<error>Could not set up the bot account: ' . OutputFormatter::escape($e->getMessage()) . '</error>');
+			return self::FAILURE;
+		}
+		foreach ($outcome->account->notes as $note) {
+			$notes->writeln('<info>' . OutputFormatter::escape($note) . '</info>');
+		}
+		foreach ($outcome->account->warnings as $warning) {
+			$notes->writeln('<comment>' . OutputFormatter::escape($warning) . '</comment>');
 		}
 		$registration = $outcome->registration;
 		$notes->writeln(($registration->registered ? '<info>' : '<comment>') . OutputFormatter::escape($registration->message) . ($registration->registered ? '</info>' : '</comment>'));

@@ -29,10 +29,15 @@ class AppSettings {
 	public const KEY_BOT_NAME = 'bot_name';
 	public const KEY_ALLOWED_GROUPS = 'allowed_groups';
 	public const KEY_FORWARD_TIMEOUT_MS = 'forward_timeout_ms';
+	public const KEY_BOT_USER = 'bot_user';
+	public const KEY_BOT_PASSWORD = 'bot_password';
+	public const KEY_MAX_ATTACHMENT_MB = 'max_attachment_mb';
 
 	public const DEFAULT_SIDECAR_URL = 'http://127.0.0.1:8765';
 	public const DEFAULT_BOT_NAME = 'Istota';
 	public const DEFAULT_FORWARD_TIMEOUT_MS = 400;
+	public const DEFAULT_BOT_USER = 'istota';
+	public const DEFAULT_MAX_ATTACHMENT_MB = 50;
 
 	/** The Talk bot URL; Talk invokes our listener for it (talk-bots.md §7). */
 	public const BOT_URL = 'nextcloudapp://istota';
@@ -121,6 +126,49 @@ class AppSettings {
 			$ms = self::DEFAULT_FORWARD_TIMEOUT_MS;
 		}
 		return max(self::MIN_FORWARD_TIMEOUT_MS, min(self::MAX_FORWARD_TIMEOUT_MS, $ms));
+	}
+
+	/**
+	 * The Nextcloud user id of the bot account, whose storage holds every user's workspace
+	 * (ARCHITECTURE.md §3) and through which the sidecar reaches WebDAV and CalDAV.
+	 */
+	public function botUser(): string {
+		$uid = trim($this->readString(self::KEY_BOT_USER, ''));
+		return $uid === '' ? self::DEFAULT_BOT_USER : $uid;
+	}
+
+	public function setBotUser(string $uid): void {
+		$this->appConfig->setValueString(Application::APP_ID, self::KEY_BOT_USER, $uid);
+	}
+
+	/** The bot account's password as `occ istota:setup` last set it, or '' when unknown. */
+	public function botPassword(): string {
+		return $this->appConfig->getValueString(Application::APP_ID, self::KEY_BOT_PASSWORD, '', lazy: true);
+	}
+
+	public function setBotPassword(#[\SensitiveParameter] string $password): void {
+		$this->appConfig->setValueString(Application::APP_ID, self::KEY_BOT_PASSWORD, $password, lazy: true, sensitive: true);
+	}
+
+	/** Drops a stored bot password that no longer opens the bot account. */
+	public function forgetBotPassword(): void {
+		$this->appConfig->deleteKey(Application::APP_ID, self::KEY_BOT_PASSWORD);
+	}
+
+	/**
+	 * The largest file shared in Talk that the listener copies into the bot's storage, in
+	 * bytes. The copy happens inside the sender's request, so bigger files are skipped.
+	 */
+	public function maxAttachmentBytes(): int {
+		try {
+			$mb = $this->appConfig->getValueInt(Application::APP_ID, self::KEY_MAX_ATTACHMENT_MB, self::DEFAULT_MAX_ATTACHMENT_MB);
+		} catch (\Throwable) {
+			$mb = (int)$this->readString(self::KEY_MAX_ATTACHMENT_MB, (string)self::DEFAULT_MAX_ATTACHMENT_MB);
+		}
+		if ($mb <= 0) {
+			$mb = self::DEFAULT_MAX_ATTACHMENT_MB;
+		}
+		return $mb * 1024 * 1024;
 	}
 
 	/** Connect timeout of the listener's request: half the total, so a dead port fails fast. */

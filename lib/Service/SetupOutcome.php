@@ -10,13 +10,14 @@ declare(strict_types=1);
 namespace OCA\Istota\Service;
 
 /**
- * SetupOutcome is the result of `occ istota:setup`: the sidecar's configuration and
- * whether Talk knows the bot.
+ * SetupOutcome is the result of `occ istota:setup`: the sidecar's configuration, what
+ * happened to the bot account and whether Talk knows the bot.
  */
 final class SetupOutcome {
 	public function __construct(
 		public readonly SidecarConfig $config,
 		public readonly BotRegistrationResult $registration,
+		public readonly BotAccountResult $account,
 	) {
 	}
 }

@@ -13,13 +13,14 @@ use OCP\IConfig;
 
 /**
  * SetupService prepares everything the sidecar needs: the shared secret (created once),
- * the bot secret and Talk registration, the sidecar URL, and the TOML config carrying
- * them. Re-running keeps every existing secret.
+ * the bot's Nextcloud account, the bot secret and Talk registration, the sidecar URL, and
+ * the TOML config carrying them. Re-running keeps every existing secret and password.
  */
 class SetupService {
 	public function __construct(
 		private readonly AppSettings $settings,
 		private readonly BotRegistration $registration,
+		private readonly BotAccount $account,
 		private readonly IConfig $config,
 	) {
 	}
@@ -30,14 +31,18 @@ class SetupService {
 	}
 
 	/**
-	 * Validates the URLs, stores the sidecar URL when one is given, creates missing
-	 * secrets, registers the bot with Talk and returns the sidecar configuration.
+	 * Validates the input, stores the sidecar URL and bot user when given, creates missing
+	 * secrets, creates or adopts the bot account, registers the bot with Talk and returns
+	 * the sidecar configuration.
 	 *
 	 * @param ?string $nextcloudUrl null or '' for overwrite.cli.url
 	 * @param ?string $sidecarUrl null or '' to keep the configured one
-	 * @throws \InvalidArgumentException when a URL is missing or unusable; nothing is changed then
+	 * @param ?string $botUser null or '' to keep the configured one (default "istota")
+	 * @param bool $resetBotPassword give an existing bot account a new password
+	 * @throws \InvalidArgumentException when a URL or the bot user is unusable; nothing is changed then
+	 * @throws \RuntimeException when the bot account cannot be created or its password set
 	 */
-	public function prepare(?string $nextcloudUrl, ?string $sidecarUrl): SetupOutcome {
+	public function prepare(?string $nextcloudUrl, ?string $sidecarUrl, ?string $botUser = null, bool $resetBotPassword = false): SetupOutcome {
 		$nextcloudUrl = rtrim(trim((string)$nextcloudUrl), '/');
 		if ($nextcloudUrl === '') {
 			$nextcloudUrl = $this->defaultNextcloudUrl();
@@ -56,15 +61,27 @@ class SetupService {
 		}
 		$listen = self::listenAddress($sidecarUrl);
 
+		$botUser = trim((string)$botUser);
+		if ($botUser === '') {
+			$botUser = $this->settings->botUser();
+		}
+		BotAccount::assertValidUid($botUser);
+
 		if ($sidecarUrl !== $this->settings->sidecarUrl()) {
 			$this->settings->setSidecarUrl($sidecarUrl);
 		}
+		if ($botUser !== $this->settings->botUser()) {
+			$this->settings->setBotUser($botUser);
+		}
 		$sharedSecret = $this->settings->ensureSharedSecret();
+		$botName = $this->settings->botName();
+		$account = $this->account->ensure($botUser, $botName, $resetBotPassword);
 		$registration = $this->registration->register();
 
 		return new SetupOutcome(
-			new SidecarConfig($nextcloudUrl, $sharedSecret, $this->settings->botName(), $this->settings->botSecret(), $listen),
+			new SidecarConfig($nextcloudUrl, $sharedSecret, $botName, $this->settings->botSecret(), $listen, $account->uid, $account->password),
 			$registration,
+			$account,
 		);
 	}
 

@@ -12,7 +12,8 @@ namespace OCA\Istota\Service;
 /**
  * SidecarConfig is what the sidecar must know from Nextcloud, rendered as the TOML of
  * docs/app-sidecar-protocol.md ("Sidecar configuration written by occ istota:setup").
- * It contains both secrets: print or write it only on the admin's request.
+ * It contains the secrets and the bot account's password: print or write it only on the
+ * admin's request. bot_user is left out when empty, bot_password when it is unknown.
  */
 final class SidecarConfig {
 	public function __construct(
@@ -23,10 +24,20 @@ final class SidecarConfig {
 		#[\SensitiveParameter]
 		public readonly string $botSecret,
 		public readonly string $listen,
+		public readonly string $botUser = '',
+		#[\SensitiveParameter]
+		public readonly ?string $botPassword = null,
 	) {
 	}
 
 	public function toToml(): string {
+		$account = [];
+		if ($this->botUser !== '') {
+			$account[] = 'bot_user = ' . self::quote($this->botUser);
+			if ($this->botPassword !== null) {
+				$account[] = 'bot_password = ' . self::quote($this->botPassword);
+			}
+		}
 		return implode("\n", [
 			'# Istota sidecar configuration, written by "occ istota:setup".',
 			'# It contains secrets: keep it readable by the sidecar\'s user only (mode 0600).',
@@ -34,6 +45,7 @@ final class SidecarConfig {
 			'[nextcloud]',
 			'url = ' . self::quote($this->nextcloudUrl),
 			'shared_secret = ' . self::quote($this->sharedSecret),
+			...$account,
 			'',
 			'[talk]',
 			'bot_name = ' . self::quote($this->botName),

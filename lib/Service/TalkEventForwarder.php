@@ -21,6 +21,10 @@ use Psr\Log\LoggerInterface;
  * inside the sender's request (talk-bots.md §7.2, §12), so everything it does is bounded
  * by forward_timeout_ms, and it never throws.
  *
+ * A file shared by an allowed user is first copied into the bot's storage
+ * (AttachmentImporter), so the forwarded body says where it landed; the copy is made once,
+ * even when the body then waits in the outbox.
+ *
  * Order matters: while older events wait in the outbox, a new one is appended behind
  * them and the outbox is drained within the same time budget, instead of being sent
  * past them. When the sidecar cannot be reached the event stays in the outbox for the
@@ -37,6 +41,7 @@ class TalkEventForwarder {
 	public function __construct(
 		private readonly AppSettings $settings,
 		private readonly EventPayloadBuilder $payloads,
+		private readonly AttachmentImporter $attachments,
 		private readonly SidecarClient $client,
 		private readonly OutboxMapper $outbox,
 		private readonly OutboxFlusher $flusher,
@@ -72,6 +77,7 @@ class TalkEventForwarder {
 		}
 
 		$payload = $this->payloads->build($botUrl, $message);
+		$payload += $this->attachments->import($message, $payload['sender']);
 		$body = $this->payloads->encode($payload);
 		$token = EventPayloadBuilder::conversationToken($message);
 		$messageId = EventPayloadBuilder::messageId($message);

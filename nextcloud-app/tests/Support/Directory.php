@@ -27,19 +27,43 @@ final class Directory implements IUserManager, IGroupManager, IConfig {
 	public array $userValues = [];
 	/** @var array<string, string> */
 	public array $system = [];
+	/** What createUser() does instead of creating: an exception to throw, or false to return. */
+	public \Throwable|false|null $createFailure = null;
 
-	public function addUser(string $uid, string $displayName, ?string $email = null, array $groups = [], array $core = []): void {
-		$this->users[$uid] = new TestUser($uid, $displayName, $email);
+	public function addUser(string $uid, string $displayName, ?string $email = null, array $groups = [], array $core = [], ?string $password = null): TestUser {
+		$user = new TestUser($uid, $displayName, $email, $password);
+		$this->users[$uid] = $user;
 		foreach ($groups as $group) {
 			$this->groups[$group][] = $uid;
 		}
 		foreach ($core as $key => $value) {
 			$this->userValues[$uid]['core'][$key] = $value;
 		}
+		return $user;
 	}
 
 	public function get($uid) {
 		return $this->users[$uid] ?? null;
+	}
+
+	public function userExists($uid) {
+		return isset($this->users[$uid]);
+	}
+
+	public function checkPassword($loginName, $password) {
+		$user = $this->users[$loginName] ?? null;
+		return $user instanceof TestUser && $user->password !== null && hash_equals($user->password, (string)$password) ? $user : false;
+	}
+
+	public function createUser($uid, $password) {
+		if ($this->createFailure instanceof \Throwable) {
+			throw $this->createFailure;
+		}
+		if ($this->createFailure === false || isset($this->users[$uid])) {
+			return false;
+		}
+		// Nextcloud starts the display name as the user id.
+		return $this->addUser((string)$uid, (string)$uid, null, [], [], (string)$password);
 	}
 
 	public function isAdmin($userId) {

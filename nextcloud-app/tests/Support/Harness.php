@@ -14,6 +14,8 @@ use OCA\Istota\Db\OutboxMapper;
 use OCA\Istota\Migration\Version000100Date20261122000000;
 use OCA\Istota\Service\AddressingRule;
 use OCA\Istota\Service\AppSettings;
+use OCA\Istota\Service\AttachmentImporter;
+use OCA\Istota\Service\BotAccount;
 use OCA\Istota\Service\BotRegistration;
 use OCA\Istota\Service\EventPayloadBuilder;
 use OCA\Istota\Service\OutboxFlusher;
@@ -30,7 +32,8 @@ use OCA\Talk\Service\ParticipantService;
 /**
  * Harness wires the app's real services the way Nextcloud's DI would, over the test
  * doubles: in-memory app config, a real SQLite database migrated by the app's own
- * migration, real HTTP, and Talk's internal classes in a container.
+ * migration, real HTTP, a file tree in a real temporary directory, and Talk's internal
+ * classes in a container.
  */
 final class Harness {
 	public readonly MemoryAppConfig $appConfig;
@@ -48,9 +51,12 @@ final class Harness {
 	public readonly TestContainer $container;
 	public readonly TalkEnvironment $talk;
 	public readonly EventPayloadBuilder $payloads;
+	public readonly TestFiles $files;
+	public readonly AttachmentImporter $attachments;
 	public readonly TalkEventForwarder $forwarder;
 	public readonly RecordingDispatcher $dispatcher;
 	public readonly BotRegistration $registration;
+	public readonly BotAccount $account;
 	private readonly string $dbPath;
 
 	/**
@@ -89,9 +95,12 @@ final class Harness {
 		]);
 		$this->talk = new TalkEnvironment($this->apps, $this->container, $this->logger);
 		$this->payloads = new EventPayloadBuilder($this->directory, $this->directory, $this->directory, $this->settings, $this->talk, $this->clock);
-		$this->forwarder = new TalkEventForwarder($this->settings, $this->payloads, $this->client, $this->outbox, $this->flusher, new AddressingRule(), $this->clock, $this->logger);
+		$this->files = new TestFiles(substr($this->dbPath, 0, -strlen('.sqlite')) . '-data', $this->directory);
+		$this->attachments = new AttachmentImporter($this->files, $this->directory, $this->settings, $this->logger);
+		$this->forwarder = new TalkEventForwarder($this->settings, $this->payloads, $this->attachments, $this->client, $this->outbox, $this->flusher, new AddressingRule(), $this->clock, $this->logger);
 		$this->dispatcher = new RecordingDispatcher();
 		$this->registration = new BotRegistration($this->settings, $this->talk, $this->dispatcher);
+		$this->account = new BotAccount($this->directory, $this->settings, $this->random);
 	}
 
 	public function selfTest(): SelfTest {
@@ -99,10 +108,11 @@ final class Harness {
 	}
 
 	public function setupService(): SetupService {
-		return new SetupService($this->settings, $this->registration, $this->directory);
+		return new SetupService($this->settings, $this->registration, $this->account, $this->directory);
 	}
 
 	public function close(): void {
+		$this->files->destroy();
 		@unlink($this->dbPath);
 	}
 }

@@ -11,11 +11,22 @@ namespace OCA\Istota\Tests\Support;
 
 use OCP\IUser;
 
+/**
+ * A Nextcloud user of the test Directory. Its password is kept in clear so tests can check
+ * what setup did; the flags play user backends that cannot change passwords or names.
+ */
 final class TestUser implements IUser {
+	public bool $enabled = true;
+	public bool $passwordChangeable = true;
+	public bool $displayNameChangeable = true;
+	/** How often setPassword() was called, to prove an adopted account was left alone. */
+	public int $passwordChanges = 0;
+
 	public function __construct(
 		private readonly string $uid,
-		private readonly string $displayName,
+		public string $displayName,
 		private readonly ?string $email = null,
+		public ?string $password = null,
 	) {
 	}
 
@@ -25,6 +36,35 @@ final class TestUser implements IUser {
 
 	public function getDisplayName() {
 		return $this->displayName;
+	}
+
+	public function setDisplayName($displayName) {
+		if (!$this->displayNameChangeable) {
+			return false;
+		}
+		$this->displayName = (string)$displayName;
+		return true;
+	}
+
+	public function setPassword($password, $recoveryPassword = null) {
+		if (!$this->passwordChangeable) {
+			return false;
+		}
+		$this->password = (string)$password;
+		$this->passwordChanges++;
+		return true;
+	}
+
+	public function canChangePassword() {
+		return $this->passwordChangeable;
+	}
+
+	public function canChangeDisplayName() {
+		return $this->displayNameChangeable;
+	}
+
+	public function isEnabled() {
+		return $this->enabled;
 	}
 
 	public function getEMailAddress() {

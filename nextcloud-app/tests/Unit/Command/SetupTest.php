@@ -15,6 +15,7 @@ use OCA\Istota\Service\AppSettings;
 use OCA\Istota\Service\SetupService;
 use OCA\Istota\Service\SidecarConfig;
 use OCA\Istota\Tests\Support\Harness;
+use OCA\Istota\Tests\Support\TestUser;
 use PHPUnit\Framework\TestCase;
 use Symfony\Component\Console\Command\Command;
 use Symfony\Component\Console\Tester\CommandTester;
@@ -187,5 +188,165 @@ class SetupTest extends TestCase {
 		$this->h->appConfig->setValueString(Application::APP_ID, AppSettings::KEY_BOT_NAME, 'The "Bot"');
 		$config = self::parseToml($this->runCommand()->getDisplay());
 		$this->assertSame('The "Bot"', $config['talk']['bot_name']);
+
+		$direct = new SidecarConfig('https://c.example', 's', 'b', 't', '127.0.0.1:1', "o'brien", "p\"w\\d#=\n");
+		$this->assertSame(['url' => 'https://c.example', 'shared_secret' => 's', 'bot_user' => "o'brien", 'bot_password' => "p\"w\\d#=\n"], self::parseToml($direct->toToml())['nextcloud']);
+	}
+
+	public function testCreatesTheBotAccount(): void {
+		$tester = $this->runCommand();
+		$this->assertSame(Command::SUCCESS, $tester->getStatusCode());
+		$nextcloud = self::parseToml($tester->getDisplay())['nextcloud'];
+
+		$this->assertSame(['url', 'shared_secret', 'bot_user', 'bot_password'], array_keys($nextcloud));
+		$this->assertSame('istota', $nextcloud['bot_user']);
+		$password = $nextcloud['bot_password'];
+		$this->assertSame(48, strlen($password));
+		$this->assertMatchesRegularExpression('/[A-Z]/', $password);
+		$this->assertMatchesRegularExpression('/[a-z]/', $password);
+		$this->assertMatchesRegularExpression('/[0-9]/', $password);
+		$this->assertMatchesRegularExpression('/[-_.!@#%+=]/', $password);
+
+		$user = $this->h->directory->users['istota'] ?? null;
+		$this->assertInstanceOf(TestUser::class, $user);
+		$this->assertSame($password, $user->password, 'the account opens with the password in the TOML');
+		$this->assertSame('Istota', $user->getDisplayName(), 'the display name is the bot name');
+		$this->assertSame($password, $this->h->settings->botPassword());
+		$this->assertTrue($this->h->appConfig->isSensitive(Application::APP_ID, AppSettings::KEY_BOT_PASSWORD));
+		$this->assertTrue($this->h->appConfig->isLazy(Application::APP_ID, AppSettings::KEY_BOT_PASSWORD));
+		$this->assertStringContainsString('Created the Nextcloud user "istota"', $tester->getErrorOutput());
+		$this->assertStringNotContainsString($password, $tester->getErrorOutput());
+	}
+
+	public function testReRunningKeepsTheBotPassword(): void {
+		$first = self::parseToml($this->runCommand()->getDisplay())['nextcloud'];
+		$tester = $this->runCommand();
+		$second = self::parseToml($tester->getDisplay())['nextcloud'];
+		$this->assertSame($first['bot_password'], $second['bot_password']);
+		$this->assertSame(0, $this->h->directory->users['istota']->passwordChanges);
+		$this->assertStringContainsString('its password is unchanged', $tester->getErrorOutput());
+	}
+
+	public function testAdoptsAnExistingAccountWithoutTouchingItsPassword(): void {
+		$user = $this->h->directory->addUser('istota', 'Old Name', null, [], [], 'chosen-by-a-human');
+		$tester = $this->runCommand();
+		$this->assertSame(Command::SUCCESS, $tester->getStatusCode());
+
+		$nextcloud = self::parseToml($tester->getDisplay())['nextcloud'];
+		$this->assertSame('istota', $nextcloud['bot_user']);
+		$this->assertArrayNotHasKey('bot_password', $nextcloud, 'an unknown password is left out');
+		$this->assertSame('chosen-by-a-human', $user->password);
+		$this->assertSame(0, $user->passwordChanges);
+		$this->assertSame('', $this->h->settings->botPassword());
+		$this->assertSame('Istota', $user->displayName);
+		$this->assertStringContainsString('--reset-bot-password', $tester->getErrorOutput());
+		$this->assertStringContainsString('does not know its password', $tester->getErrorOutput());
+	}
+
+	public function testResetBotPasswordGivesAnAdoptedAccountANewOne(): void {
+		$user = $this->h->directory->addUser('istota', 'Istota', null, [], [], 'chosen-by-a-human');
+		$tester = $this->runCommand(['--reset-bot-password' => true]);
+		$this->assertSame(Command::SUCCESS, $tester->getStatusCode());
+		$password = self::parseToml($tester->getDisplay())['nextcloud']['bot_password'];
+		$this->assertSame($password, $user->password);
+		$this->assertSame(1, $user->passwordChanges);
+		$this->assertSame($password, $this->h->settings->botPassword());
+		$this->assertStringContainsString('new password', $tester->getErrorOutput());
+		$this->assertStringNotContainsString($password, $tester->getErrorOutput());
+
+		$again = self::parseToml($this->runCommand()->getDisplay())['nextcloud'];
+		$this->assertSame($password, $again['bot_password'], 'known from now on');
+		$this->assertSame(1, $user->passwordChanges);
+	}
+
+	public function testAPasswordChangedByHandIsForgotten(): void {
+		$this->runCommand();
+		$this->h->directory->users['istota']->password = 'changed-in-the-admin-ui';
+		$nextcloud = self::parseToml($this->runCommand()->getDisplay())['nextcloud'];
+		$this->assertArrayNotHasKey('bot_password', $nextcloud);
+		$this->assertSame('', $this->h->settings->botPassword());
+		$this->assertSame('changed-in-the-admin-ui', $this->h->directory->users['istota']->password);
+	}
+
+	public function testBotUserOption(): void {
+		$nextcloud = self::parseToml($this->runCommand(['--bot-user' => 'assistant'])->getDisplay())['nextcloud'];
+		$this->assertSame('assistant', $nextcloud['bot_user']);
+		$this->assertSame($nextcloud['bot_password'], $this->h->directory->users['assistant']->password);
+		$this->assertArrayNotHasKey('istota', $this->h->directory->users);
+		$this->assertSame('assistant', $this->h->settings->botUser());
+
+		$again = self::parseToml($this->runCommand()->getDisplay())['nextcloud'];
+		$this->assertSame('assistant', $again['bot_user'], 'the stored bot user is kept');
+		$this->assertSame($nextcloud['bot_password'], $again['bot_password']);
+	}
+
+	public function testSwitchingToAnExistingUserDoesNotReuseTheOldPassword(): void {
+		$this->runCommand();
+		$this->h->directory->addUser('assistant', 'Assistant', null, [], [], 'its-own-password');
+		$nextcloud = self::parseToml($this->runCommand(['--bot-user' => 'assistant'])->getDisplay())['nextcloud'];
+		$this->assertSame('assistant', $nextcloud['bot_user']);
+		$this->assertArrayNotHasKey('bot_password', $nextcloud);
+	}
+
+	/** @return array<string, array{0: string}> */
+	public function invalidBotUsers(): array {
+		return [
+			'slash' => ['a/b'],
+			'dot dot' => ['..'],
+			'too long' => [str_repeat('x', 65)],
+			'umlaut' => ['bötli'],
+			'newline' => ["bot\nname"],
+		];
+	}
+
+	/** @dataProvider invalidBotUsers */
+	public function testAnInvalidBotUserChangesNothing(string $uid): void {
+		$tester = $this->runCommand(['--bot-user' => $uid]);
+		$this->assertSame(Command::INVALID, $tester->getStatusCode());
+		$this->assertSame('', $tester->getDisplay());
+		$this->assertStringContainsString('--bot-user must be a Nextcloud user id', $tester->getErrorOutput());
+		$this->assertSame([], $this->h->directory->users);
+		$this->assertSame(AppSettings::DEFAULT_BOT_USER, $this->h->settings->botUser());
+		$this->assertSame('', $this->h->settings->sharedSecret());
+	}
+
+	/** @return array<string, array{0: \Throwable|false, 1: string}> */
+	public function creationFailures(): array {
+		return [
+			'refused' => [new \InvalidArgumentException('The user name is reserved'), 'The user name is reserved'],
+			'no backend' => [false, 'no user backend accepted it'],
+		];
+	}
+
+	/** @dataProvider creationFailures */
+	public function testAFailedAccountCreationFailsTheCommand(\Throwable|false $failure, string $message): void {
+		$this->h->directory->createFailure = $failure;
+		$tester = $this->runCommand();
+		$this->assertSame(Command::FAILURE, $tester->getStatusCode());
+		$this->assertSame('', $tester->getDisplay(), 'no configuration without the account');
+		$this->assertStringContainsString('Could not set up the bot account', $tester->getErrorOutput());
+		$this->assertStringContainsString($message, $tester->getErrorOutput());
+		$this->assertSame('', $this->h->settings->botPassword());
+	}
+
+	public function testResetOnABackendThatCannotChangePasswordsFails(): void {
+		$user = $this->h->directory->addUser('istota', 'Istota', null, [], [], 'ldap-password');
+		$user->passwordChangeable = false;
+		$tester = $this->runCommand(['--reset-bot-password' => true]);
+		$this->assertSame(Command::FAILURE, $tester->getStatusCode());
+		$this->assertStringContainsString('cannot change passwords', $tester->getErrorOutput());
+		$this->assertSame('ldap-password', $user->password);
+	}
+
+	public function testWarnsAboutADisabledAccountAndAFixedDisplayName(): void {
+		$user = $this->h->directory->addUser('istota', 'Robot', null, [], [], 'x');
+		$user->enabled = false;
+		$user->displayNameChangeable = false;
+		$tester = $this->runCommand();
+		$this->assertSame(Command::SUCCESS, $tester->getStatusCode());
+		$this->assertStringContainsString('is disabled', $tester->getErrorOutput());
+		$this->assertStringContainsString('occ user:enable istota', $tester->getErrorOutput());
+		$this->assertStringContainsString('Could not set the display name of "istota"', $tester->getErrorOutput());
+		$this->assertSame('Robot', $user->displayName);
 	}
 }

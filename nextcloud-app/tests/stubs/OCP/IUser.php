@@ -16,6 +16,24 @@ interface IUser {
 
 	public function getDisplayName();
 
+	/**
+	 * @return bool
+	 * @throws \InvalidArgumentException
+	 */
+	public function setDisplayName($displayName);
+
+	/** @return bool */
+	public function setPassword($password, $recoveryPassword = null);
+
+	/** @return bool */
+	public function canChangePassword();
+
+	/** @return bool */
+	public function canChangeDisplayName();
+
+	/** @return bool */
+	public function isEnabled();
+
 	/** @return string|null */
 	public function getEMailAddress();
 }

@@ -14,4 +14,16 @@ namespace OCP;
 interface IUserManager {
 	/** @return \OCP\IUser|null */
 	public function get($uid);
+
+	/** @return bool */
+	public function userExists($uid);
+
+	/** @return \OCP\IUser|false */
+	public function checkPassword($loginName, $password);
+
+	/**
+	 * @throws \InvalidArgumentException
+	 * @return false|\OCP\IUser
+	 */
+	public function createUser($uid, $password);
 }
