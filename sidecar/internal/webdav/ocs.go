@@ -1,0 +1,254 @@
+package webdav
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+)
+
+// Share permissions, as in OCP\Constants.
+const (
+	PermRead   = 1
+	PermUpdate = 2
+	PermCreate = 4
+	PermDelete = 8
+	PermShare  = 16
+	// PermEdit is what a user needs to read and edit a shared folder.
+	PermEdit = PermRead | PermUpdate | PermCreate | PermDelete
+)
+
+// ShareTypeUser is IShare::TYPE_USER.
+const ShareTypeUser = 0
+
+// Share is one share as the OCS sharing API describes it (a subset of the fields of
+// ShareAPIController::formatShare).
+type Share struct {
+	ID          string
+	ShareType   int
+	ShareWith   string
+	Path        string // as the bot sees it, with a leading slash
+	Permissions int
+	ItemType    string // "folder" | "file"
+	FileTarget  string // where the recipient sees it
+}
+
+// sharesPath is the files_sharing OCS endpoint (apps/files_sharing/appinfo/routes.php).
+const sharesPath = "/ocs/v2.php/apps/files_sharing/api/v1/shares"
+
+type ocsEnvelope struct {
+	OCS struct {
+		Meta struct {
+			Status     string `json:"status"`
+			StatusCode int    `json:"statuscode"`
+			Message    string `json:"message"`
+		} `json:"meta"`
+		Data json.RawMessage `json:"data"`
+	} `json:"ocs"`
+}
+
+func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
+
+// wireShare decodes the fields we use. id has been a string since Nextcloud 9 but old
+// servers and proxies have sent numbers; share_with is null for link shares.
+type wireShare struct {
+	ID          flexString `json:"id"`
+	ShareType   flexInt    `json:"share_type"`
+	ShareWith   flexString `json:"share_with"`
+	Path        string     `json:"path"`
+	Permissions flexInt    `json:"permissions"`
+	ItemType    string     `json:"item_type"`
+	FileTarget  string     `json:"file_target"`
+}
+
+func (w wireShare) share() Share {
+	return Share{
+		ID: string(w.ID), ShareType: int(w.ShareType), ShareWith: string(w.ShareWith),
+		Path: w.Path, Permissions: int(w.Permissions), ItemType: w.ItemType, FileTarget: w.FileTarget,
+	}
+}
+
+type flexString string
+
+func (f *flexString) UnmarshalJSON(b []byte) error {
+	switch {
+	case bytes.Equal(b, []byte("null")):
+		*f = ""
+	case len(b) > 0 && b[0] == '"':
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		*f = flexString(s)
+	default:
+		var n json.Number
+		if err := json.Unmarshal(b, &n); err != nil {
+			return err
+		}
+		*f = flexString(n.String())
+	}
+	return nil
+}
+
+type flexInt int
+
+func (f *flexInt) UnmarshalJSON(b []byte) error {
+	var s flexString
+	if err := s.UnmarshalJSON(b); err != nil {
+		return err
+	}
+	if s == "" {
+		*f = 0
+		return nil
+	}
+	n, err := strconv.Atoi(string(s))
+	if err != nil {
+		return err
+	}
+	*f = flexInt(n)
+	return nil
+}
+
+// ocs sends one OCS request and decodes the envelope's data into out.
+func (c *Client) ocs(ctx context.Context, method, rel string, query url.Values, body any, out any) error {
+	op := "OCS " + method
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	u := *c.base
+	u.Path = c.base.Path + sharesPath
+	if query == nil {
+		query = url.Values{}
+	}
+	query.Set("format", "json")
+	u.RawQuery = query.Encode()
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return fmt.Errorf("webdav %s: %w", op, err)
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), rd)
+	if err != nil {
+		return fmt.Errorf("webdav %s: %w", op, err)
+	}
+	// Without this header Nextcloud treats a request as a browser's and demands a CSRF
+	// token; it also selects OCS error semantics.
+	req.Header.Set("OCS-APIRequest", "true")
+	req.Header.Set("Accept", "application/json")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.send(req)
+	if err != nil {
+		return transportError(ctx, op, rel, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		return statusError(op, rel, resp)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	if err != nil {
+		return transportError(ctx, op, rel, err)
+	}
+	var env ocsEnvelope
+	if err := json.Unmarshal(raw, &env); err != nil {
+		return &Error{Op: op, Path: rel, Status: resp.StatusCode, cause: fmt.Errorf("not an OCS JSON answer: %w", err)}
+	}
+	// OCS v1 answers 200 with the real status in meta; v2 should not, but a proxy
+	// or an old server might.
+	if sc := env.OCS.Meta.StatusCode; env.OCS.Meta.Status != "ok" && sc != 100 && sc != 200 {
+		if sc == 997 {
+			sc = http.StatusUnauthorized
+		}
+		return &Error{Op: op, Path: rel, Status: sc, Message: clip(env.OCS.Meta.Message, 200), kind: kindForStatus(sc)}
+	}
+	if out != nil {
+		if err := json.Unmarshal(env.OCS.Data, out); err != nil {
+			return &Error{Op: op, Path: rel, Status: resp.StatusCode, cause: fmt.Errorf("unexpected OCS data: %w", err)}
+		}
+	}
+	return nil
+}
+
+// Shares lists the shares the bot made of one path (GET …/shares?path=…).
+func (c *Client) Shares(ctx context.Context, name string) ([]Share, error) {
+	rel, err := clean(name)
+	if err != nil {
+		return nil, err
+	}
+	var ws []wireShare
+	if err := c.ocs(ctx, http.MethodGet, rel, url.Values{"path": {"/" + rel}}, nil, &ws); err != nil {
+		return nil, err
+	}
+	out := make([]Share, len(ws))
+	for i, w := range ws {
+		out[i] = w.share()
+	}
+	return out, nil
+}
+
+// CreateShare shares a path with a user (POST …/shares, shareType 0).
+func (c *Client) CreateShare(ctx context.Context, name, uid string, permissions int) (Share, error) {
+	rel, err := clean(name)
+	if err != nil {
+		return Share{}, err
+	}
+	if rel == "" {
+		return Share{}, fmt.Errorf("%w: refusing to share the root", ErrBadPath)
+	}
+	body := map[string]any{
+		"path":        "/" + rel,
+		"shareType":   ShareTypeUser,
+		"shareWith":   uid,
+		"permissions": permissions,
+	}
+	var w wireShare
+	if err := c.ocs(ctx, http.MethodPost, rel, nil, body, &w); err != nil {
+		return Share{}, err
+	}
+	return w.share(), nil
+}
+
+// ShareWithUser makes sure a path is shared with uid: an existing user share is
+// returned as it is (created false), never duplicated, and its permissions are left
+// alone — the admin or the user may have changed them on purpose. Nextcloud refuses a
+// second share of the same path with the same user, so a share created concurrently
+// is found by looking again after a refusal.
+func (c *Client) ShareWithUser(ctx context.Context, name, uid string, permissions int) (Share, bool, error) {
+	if uid == "" {
+		return Share{}, false, fmt.Errorf("webdav: share %s: empty user id", name)
+	}
+	find := func() (Share, bool, error) {
+		shares, err := c.Shares(ctx, name)
+		if err != nil {
+			return Share{}, false, err
+		}
+		for _, s := range shares {
+			// Nextcloud user ids compare case-insensitively at login; a share
+			// stored as "Alice" serves "alice" too.
+			if s.ShareType == ShareTypeUser && strings.EqualFold(s.ShareWith, uid) {
+				return s, true, nil
+			}
+		}
+		return Share{}, false, nil
+	}
+	s, ok, err := find()
+	if err != nil || ok {
+		return s, false, err
+	}
+	s, err = c.CreateShare(ctx, name, uid, permissions)
+	if err == nil {
+		return s, true, nil
+	}
+	if again, ok, ferr := find(); ferr == nil && ok {
+		return again, false, nil
+	}
+	return Share{}, false, err
+}

@@ -1,0 +1,96 @@
+package workspace
+
+import "github.com/istota/istota/sidecar/internal/prompt"
+
+// The files a new user finds in {bot}/config. Everything explanatory is inside HTML
+// comments, which Nextcloud's Markdown editor hides and which the parsers of these
+// files skip, so a seeded file behaves exactly like an empty one until the user
+// writes in it. PERSONA.md is the exception: it starts out with the default persona,
+// so the user sees what to change.
+type seedFile struct {
+	path    string // relative to /Users/{uid}
+	content string
+}
+
+func userSeeds(bot string) []seedFile {
+	dir := bot + "/config/"
+	return []seedFile{
+		{dir + "PERSONA.md", personaSeed},
+		{dir + "USER.md", userSeed},
+		{dir + "CRON.md", cronSeed},
+		{dir + "HEARTBEAT.md", heartbeatSeed},
+		{dir + "BRIEFINGS.md", briefingsSeed},
+		{dir + "TASKS.md", tasksSeed},
+	}
+}
+
+const personaSeed = `<!--
+PERSONA.md: how the assistant talks to you. Edit the text below freely; it is given
+to the assistant at the start of every request. Delete everything to get the default.
+-->
+
+` + prompt.DefaultPersona + "\n"
+
+const userSeed = `<!--
+USER.md: what the assistant knows about you. It reads this file with every request
+(except briefings). Write anything it should always keep in mind: how you like answers,
+people and projects you mention often, things to avoid.
+
+The assistant also keeps it up to date itself, every night, from your conversations.
+Each change it makes is logged in USER.md.audit.jsonl next to this file. Your own edits
+always win: change or delete anything here.
+-->
+`
+
+const cronSeed = `<!--
+CRON.md: jobs the assistant runs for you on a schedule, in your time zone.
+Write one section per job. An example, ready to use once you remove the comment marks:
+
+## Weekly review
+- schedule: 0 17 * * 5
+- prompt: Summarise what I asked you to do this week and what is still open.
+
+The schedule is a cron expression (minute hour day-of-month month day-of-week).
+A job that fails several times in a row is switched off; "!cron" in Talk lists jobs.
+-->
+`
+
+const heartbeatSeed = `<!--
+HEARTBEAT.md: checks the assistant runs quietly and only tells you about when
+something needs your attention. An example:
+
+## Website up
+- check: url-health
+- url: https://example.org/
+- every: 15m
+
+Other checks: file-watch, calendar-conflicts, task-deadline, self-check.
+Quiet hours and cooldowns keep it from repeating itself.
+-->
+`
+
+const briefingsSeed = `<!--
+BRIEFINGS.md: regular summaries sent to you in Talk. Briefings never use your
+personal memory (USER.md, dated memories). An example:
+
+## Morning
+- schedule: 0 7 * * 1-5
+- include: calendar, tasks
+-->
+`
+
+const tasksSeed = `<!--
+TASKS.md: give the assistant work by adding a line starting with "- [ ] ".
+It marks the line "- [x] " when done or "- [!] " when it could not do it, and
+answers in Talk. Example:
+
+- [ ] Draft a reply to the invitation in inbox/invitation.pdf
+-->
+`
+
+const channelSeed = `<!--
+CHANNEL.md: what the assistant should know in this conversation. It reads this file
+whenever it answers here. The assistant adds to it as the conversation goes on;
+everyone in the conversation can edit it.
+-->
+`

@@ -1,0 +1,314 @@
+// Package workspace keeps each user's files: the folders the bot account holds for them
+// in Nextcloud (/Users/{uid}/…, shared with the user so they can read and edit them in
+// Files) and a local mirror the agent's sandbox works in, kept in step over WebDAV.
+//
+// Layout in the bot's storage (ARCHITECTURE.md §3):
+//
+//	/Users/{uid}/{bot}/config/   USER.md PERSONA.md CRON.md HEARTBEAT.md BRIEFINGS.md TASKS.md
+//	/Users/{uid}/{bot}/exports/  what the agent produces for the user
+//	/Users/{uid}/memories/ inbox/ shared/ scripts/
+//	/Channels/{token}/           CHANNEL.md, memories/
+//
+// Sync decides with ETags (remote) and SHA-256 content hashes (local) against what
+// both sides last agreed on (table sync_state). An edit is never dropped: when both
+// sides changed, the remote version stays at the path and the local one is kept beside
+// it as "<name> (conflict <host> <date>).<ext>", on both sides. In mount mode the
+// bot's storage is already a local directory and the mirror is that directory.
+package workspace
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/istota/istota/sidecar/internal/store"
+	"github.com/istota/istota/sidecar/internal/webdav"
+)
+
+// Modes.
+const (
+	ModeSync  = "sync"
+	ModeMount = "mount"
+)
+
+// Remote is what the workspace needs from Nextcloud; *webdav.Client implements it.
+type Remote interface {
+	ReadDir(ctx context.Context, name string, recursive bool) ([]webdav.FileInfo, error)
+	Open(ctx context.Context, name string) (*webdav.Object, error)
+	Put(ctx context.Context, name string, body io.Reader, size int64, opts webdav.PutOptions) (string, error)
+	MkdirAll(ctx context.Context, name string) error
+	Delete(ctx context.Context, name, ifMatch string) error
+	ShareWithUser(ctx context.Context, name, uid string, permissions int) (webdav.Share, bool, error)
+}
+
+// Options configures a Workspace.
+type Options struct {
+	// Mode is ModeSync (default) or ModeMount.
+	Mode string
+	// MountPath, in mount mode, is the bot's files root on this machine (the folder
+	// that holds Users/ and Channels/), e.g. /srv/nextcloud/data/istota/files.
+	MountPath string
+	// UserMirror and ChannelMirror, in sync mode, say where the local mirror of
+	// /Users/{uid} and of /Channels/{token} lives. UserMirror must agree with the
+	// executor's workspace directory (<data>/users/<safe uid>/workspace).
+	UserMirror    func(uid string) string
+	ChannelMirror func(token string) string
+	// BotDir is the name of the {bot} folder, e.g. "istota".
+	BotDir string
+	// MaxFileBytes bounds one synced file; larger files are skipped and reported.
+	// Default 100 MiB.
+	MaxFileBytes int64
+	// SharePermissions is what the user gets on {bot}/. Default webdav.PermEdit.
+	SharePermissions int
+	// Host appears in conflict file names. Default: this machine's host name.
+	Host   string
+	Clock  func() time.Time
+	Logger *slog.Logger
+}
+
+// Workspace provisions users' folders and syncs their mirrors. It is safe for
+// concurrent use; syncs of the same user (or channel) run one at a time.
+type Workspace struct {
+	db     *store.DB
+	remote Remote
+	opts   Options
+
+	mu          sync.Mutex
+	locks       map[string]chan struct{} // one per tree key; a held lock is a full channel
+	provisioned map[string]bool          // tree keys provisioned by this process
+	unsynced    map[string]bool          // tree keys whose last sync failed
+}
+
+// New returns a Workspace.
+func New(db *store.DB, remote Remote, opts Options) (*Workspace, error) {
+	if db == nil || remote == nil {
+		return nil, errors.New("workspace: a database and a Nextcloud client are required")
+	}
+	switch opts.Mode {
+	case "":
+		opts.Mode = ModeSync
+	case ModeSync, ModeMount:
+	default:
+		return nil, fmt.Errorf("workspace: unknown mode %q (want %s or %s)", opts.Mode, ModeSync, ModeMount)
+	}
+	if opts.Mode == ModeMount && !filepath.IsAbs(opts.MountPath) {
+		return nil, fmt.Errorf("workspace: mount mode needs an absolute mount path, got %q", opts.MountPath)
+	}
+	if opts.Mode == ModeSync && (opts.UserMirror == nil || opts.ChannelMirror == nil) {
+		return nil, errors.New("workspace: sync mode needs UserMirror and ChannelMirror")
+	}
+	if err := webdav.ValidateName(opts.BotDir); err != nil {
+		return nil, fmt.Errorf("workspace: bot folder name: %w", err)
+	}
+	if opts.MaxFileBytes <= 0 {
+		opts.MaxFileBytes = 100 << 20
+	}
+	if opts.SharePermissions == 0 {
+		opts.SharePermissions = webdav.PermEdit
+	}
+	if opts.Host == "" {
+		opts.Host, _ = os.Hostname()
+	}
+	opts.Host = hostLabel(opts.Host)
+	if opts.Clock == nil {
+		opts.Clock = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Workspace{
+		db: db, remote: remote, opts: opts,
+		locks:       map[string]chan struct{}{},
+		provisioned: map[string]bool{},
+		unsynced:    map[string]bool{},
+	}, nil
+}
+
+// hostLabel keeps a host name short and safe inside a file name.
+func hostLabel(h string) string {
+	h, _, _ = strings.Cut(h, ".")
+	var b strings.Builder
+	for _, r := range h {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' {
+			b.WriteRune(r)
+		}
+		if b.Len() >= 32 {
+			break
+		}
+	}
+	if b.Len() == 0 {
+		return "sidecar"
+	}
+	return b.String()
+}
+
+// tree is one synced subtree: a user's /Users/{uid} or a channel's /Channels/{token}.
+type tree struct {
+	key    string   // sync_state.user_id: the uid, or "channel:<token>"
+	remote string   // root-relative remote folder
+	local  string   // the mirror directory
+	keep   []string // folders recreated when missing on one side instead of deleted
+}
+
+// Nextcloud user ids cannot contain ':' (letters, digits, "_.@-'" and spaces), so a
+// channel's state can never collide with a user's.
+const channelKeyPrefix = "channel:"
+
+func (w *Workspace) userTree(uid string) (tree, error) {
+	if err := webdav.ValidateName(uid); err != nil {
+		return tree{}, fmt.Errorf("workspace: user id: %w", err)
+	}
+	t := tree{key: uid, remote: "Users/" + uid, keep: w.userFolders()}
+	if w.opts.Mode == ModeMount {
+		t.local = filepath.Join(w.opts.MountPath, "Users", uid)
+	} else {
+		t.local = w.opts.UserMirror(uid)
+	}
+	return t, nil
+}
+
+func (w *Workspace) channelTree(token string) (tree, error) {
+	if err := webdav.ValidateName(token); err != nil {
+		return tree{}, fmt.Errorf("workspace: conversation token: %w", err)
+	}
+	t := tree{key: channelKeyPrefix + token, remote: "Channels/" + token, keep: []string{"memories"}}
+	if w.opts.Mode == ModeMount {
+		t.local = filepath.Join(w.opts.MountPath, "Channels", token)
+	} else {
+		t.local = w.opts.ChannelMirror(token)
+	}
+	return t, nil
+}
+
+// userFolders are the folders every user has, relative to /Users/{uid}.
+func (w *Workspace) userFolders() []string {
+	b := w.opts.BotDir
+	return []string{b, b + "/config", b + "/exports", "memories", "inbox", "shared", "scripts"}
+}
+
+// UserRoot is the local directory that mirrors /Users/{uid}: what the sandbox binds
+// as /workspace. In mount mode it is inside the mounted storage.
+func (w *Workspace) UserRoot(uid string) (string, error) {
+	t, err := w.userTree(uid)
+	return t.local, err
+}
+
+// ChannelRoot is the local directory that mirrors /Channels/{token}.
+func (w *Workspace) ChannelRoot(token string) (string, error) {
+	t, err := w.channelTree(token)
+	return t.local, err
+}
+
+// BotFolder is the user's {bot} folder relative to their root, e.g. "istota".
+func (w *Workspace) BotFolder() string { return w.opts.BotDir }
+
+// lock serialises work on one tree. It gives up when ctx ends.
+func (w *Workspace) lock(ctx context.Context, key string) (func(), error) {
+	w.mu.Lock()
+	ch, ok := w.locks[key]
+	if !ok {
+		ch = make(chan struct{}, 1)
+		w.locks[key] = ch
+	}
+	w.mu.Unlock()
+	select {
+	case ch <- struct{}{}:
+		return func() { <-ch }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Provision creates a user's folders in the bot's storage, seeds the config files
+// that do not exist yet (a user's edit is never overwritten: seeds are uploaded with
+// If-None-Match: *), and shares {bot}/ with the user. It is idempotent; after it has
+// succeeded once, later calls in the same process return at once, so the intake may
+// call it on every message. A failure is returned and the next call tries again.
+func (w *Workspace) Provision(ctx context.Context, uid string) error {
+	t, err := w.userTree(uid)
+	if err != nil {
+		return err
+	}
+	if w.isProvisioned(t.key) {
+		return nil
+	}
+	unlock, err := w.lock(ctx, t.key)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	for _, d := range t.keep {
+		if err := w.remote.MkdirAll(ctx, t.remote+"/"+d); err != nil {
+			return fmt.Errorf("workspace: provision %s: %w", uid, err)
+		}
+	}
+	for _, s := range userSeeds(w.opts.BotDir) {
+		if err := w.seed(ctx, t.remote+"/"+s.path, s.content); err != nil {
+			return fmt.Errorf("workspace: provision %s: %w", uid, err)
+		}
+	}
+	share, created, err := w.remote.ShareWithUser(ctx, t.remote+"/"+w.opts.BotDir, uid, w.opts.SharePermissions)
+	if err != nil {
+		return fmt.Errorf("workspace: share %s/ with %s: %w", w.opts.BotDir, uid, err)
+	}
+	if created {
+		w.opts.Logger.Info("shared the bot folder with the user", "user_id", uid, "share_id", share.ID, "target", share.FileTarget)
+	}
+	w.setProvisioned(t.key)
+	return nil
+}
+
+// ProvisionChannel creates /Channels/{token}/ with memories/ and a commented CHANNEL.md.
+// Like Provision it is idempotent and remembered once it succeeded.
+func (w *Workspace) ProvisionChannel(ctx context.Context, token string) error {
+	t, err := w.channelTree(token)
+	if err != nil {
+		return err
+	}
+	if w.isProvisioned(t.key) {
+		return nil
+	}
+	unlock, err := w.lock(ctx, t.key)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	for _, d := range t.keep {
+		if err := w.remote.MkdirAll(ctx, t.remote+"/"+d); err != nil {
+			return fmt.Errorf("workspace: provision channel %s: %w", token, err)
+		}
+	}
+	if err := w.seed(ctx, t.remote+"/CHANNEL.md", channelSeed); err != nil {
+		return fmt.Errorf("workspace: provision channel %s: %w", token, err)
+	}
+	w.setProvisioned(t.key)
+	return nil
+}
+
+func (w *Workspace) isProvisioned(key string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.provisioned[key]
+}
+
+func (w *Workspace) setProvisioned(key string) {
+	w.mu.Lock()
+	w.provisioned[key] = true
+	w.mu.Unlock()
+}
+
+// seed uploads content to name unless something is already there.
+func (w *Workspace) seed(ctx context.Context, name, content string) error {
+	_, err := w.remote.Put(ctx, name, strings.NewReader(content), int64(len(content)), webdav.PutOptions{IfNoneMatch: true})
+	if errors.Is(err, webdav.ErrPreconditionFailed) {
+		return nil
+	}
+	return err
+}
