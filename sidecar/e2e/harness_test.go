@@ -103,6 +103,7 @@ type sidecarOptions struct {
 	progressInterval                   string
 	logLevel                           string
 	allowedHosts, allowPrivate         []string
+	botUser, botPassword               string
 }
 
 func newSidecar(t testing.TB, o sidecarOptions) *sidecar {
@@ -128,6 +129,8 @@ listen = "127.0.0.1:%d"
 [nextcloud]
 url = %q
 shared_secret = %q
+bot_user = %q
+bot_password = %q
 [talk]
 bot_name = "Istota"
 bot_secret = %q
@@ -144,7 +147,7 @@ level = %q
 [network]
 allowed_hosts = %s
 allow_private = %s
-`, filepath.Join(dir, "data"), port, o.talkURL, s.secret, o.botSecret, o.progressInterval, claudeBinary(t), o.apiURL, o.apiKey, o.logLevel,
+`, filepath.Join(dir, "data"), port, o.talkURL, s.secret, o.botUser, o.botPassword, o.botSecret, o.progressInterval, claudeBinary(t), o.apiURL, o.apiKey, o.logLevel,
 		tomlList(o.allowedHosts), tomlList(o.allowPrivate))
 	s.cfgPath = filepath.Join(dir, "istota.toml")
 	if err := os.WriteFile(s.cfgPath, []byte(cfg), 0o600); err != nil {
@@ -362,4 +365,9 @@ func (s *sidecar) kv(t testing.TB, user, ns, key string) string {
 	var v string
 	s.db().QueryRow(`SELECT value FROM kv_store WHERE user_id = ? AND namespace = ? AND key = ?`, user, ns, key).Scan(&v)
 	return v
+}
+
+func davDirExists(dav interface{ Path(string) string }, rel string) bool {
+	fi, err := os.Stat(dav.Path(rel))
+	return err == nil && fi.IsDir()
 }

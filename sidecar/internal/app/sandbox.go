@@ -160,6 +160,9 @@ func (tl *taskLauncher) Command(ctx context.Context, argv []string, env map[stri
 		merged[k] = v
 	}
 	var mounts []sandbox.Mount
+	if tl.ws.Channel != "" {
+		mounts = append(mounts, sandbox.Mount{Source: tl.ws.Channel, Dest: executor.ChannelDir, Writable: true})
+	}
 	if tl.ws.Admin {
 		mounts = append(mounts,
 			sandbox.Mount{Source: filepath.Join(tl.l.cfg.DataDir, "users"), Dest: executor.AdminUsersDir, Writable: true},

@@ -12,6 +12,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/istota/istota/sidecar/internal/audit"
@@ -31,11 +33,14 @@ import (
 	"github.com/istota/istota/sidecar/internal/store"
 	"github.com/istota/istota/sidecar/internal/talk"
 	"github.com/istota/istota/sidecar/internal/usage"
+	"github.com/istota/istota/sidecar/internal/webdav"
 	"github.com/istota/istota/sidecar/internal/worker"
+	"github.com/istota/istota/sidecar/internal/workspace"
 )
 
 // sidecar is every long-lived component of `istota serve`, in start order.
 type sidecar struct {
+	files    *workspace.Workspace // nil without a bot account
 	cfg      config.Config
 	log      *slog.Logger
 	lock     *processLock
@@ -135,7 +140,14 @@ func openSidecar(ctx context.Context, cfg config.Config, log *slog.Logger, servi
 	s.launcher.skills = credproxy.New(registry, skills.NewCredentials(s.db, nil), auditLog, log.With("component", "credproxy"), credproxy.Options{})
 	s.launcher.usage = usage.New(s.db)
 	brain := claude.New(claude.Config{Binary: s.launcher.agentPath(), Model: cfg.Brain.Model, MaxTurns: cfg.Brain.MaxTurns}, log.With("component", "claude"))
+	files, err := s.openFiles()
+	if err != nil {
+		return nil, err
+	}
 	s.exec = executor.New(s.db, s.queue, s.outbox, brain, s.launcher, executor.Options{
+		Files:               files,
+		DatedDays:           cfg.Memory.DatedDays,
+		MaxMemoryChars:      cfg.Memory.MaxMemoryChars,
 		BotName:             cfg.Talk.BotName,
 		DataDir:             cfg.DataDir,
 		Model:               cfg.Brain.Model,
@@ -184,6 +196,55 @@ func openSidecar(ctx context.Context, cfg config.Config, log *slog.Logger, servi
 	return s, nil
 }
 
+// openFiles connects the workspace mirrors to the bot account's storage. Without a bot
+// account the sidecar still answers, on local mirrors only, and says so.
+func (s *sidecar) openFiles() (executor.Files, error) {
+	nc := s.cfg.Nextcloud
+	if nc.BotUser == "" || nc.BotPassword == "" {
+		s.log.Warn("nextcloud.bot_user / bot_password are not set: users' files are not synced with Nextcloud (run `occ istota:setup`)")
+		return nil, nil
+	}
+	client, err := webdav.New(webdav.Options{URL: nc.URL, User: nc.BotUser, Password: nc.BotPassword, Timeout: nc.RequestTimeout.Duration})
+	if err != nil {
+		return nil, fmt.Errorf("nextcloud: %w", err)
+	}
+	dataDir := s.cfg.DataDir
+	ws, err := workspace.New(s.db, client, workspace.Options{
+		Mode:          s.cfg.Workspace.Mode,
+		MountPath:     s.cfg.Workspace.MountPath,
+		UserMirror:    func(uid string) string { return executor.UserMirror(dataDir, uid) },
+		ChannelMirror: func(token string) string { return executor.ChannelMirror(dataDir, token) },
+		BotDir:        strings.ToLower(s.cfg.Talk.BotName),
+		MaxFileBytes:  int64(s.cfg.Workspace.MaxFileMB) << 20,
+		Logger:        s.log.With("component", "workspace"),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("workspace: %w", err)
+	}
+	s.files = ws
+	return ws, nil
+}
+
+// retryPushes keeps trying the pushes that failed (Nextcloud was down) until they land,
+// so an edit reaches Nextcloud even when no new task comes.
+func (s *sidecar) retryPushes(ctx context.Context) {
+	t := time.NewTicker(2 * time.Minute)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if len(s.files.Unsynced()) == 0 {
+			continue
+		}
+		if err := s.files.RetryFailed(ctx); err != nil {
+			s.log.Warn("files still not pushed to Nextcloud", "err", err, "paths", len(s.files.Unsynced()))
+		}
+	}
+}
+
 // ensureSecrets fills in a missing shared secret from (or into) the data directory and
 // says plainly what is missing for Talk.
 func (s *sidecar) ensureSecrets() error {
@@ -226,6 +287,11 @@ func (s *sidecar) serve(ctx context.Context) error {
 	defer cancel()
 	s.outbox.Start(runCtx)
 	s.pool.Start(runCtx)
+	var loops sync.WaitGroup
+	if s.files != nil {
+		loops.Add(1)
+		go func() { defer loops.Done(); s.retryPushes(runCtx) }()
+	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	s.log.Info("istota is serving", "listen", ln.Addr().String(), "version", Version, "database", s.db.Path(),
@@ -244,6 +310,7 @@ func (s *sidecar) serve(ctx context.Context) error {
 	}
 	// Running agents are stopped; their tasks keep their lease and run again after restart.
 	cancel()
+	loops.Wait()
 	if err := s.pool.Close(shutdownCtx); err != nil {
 		s.log.Warn("worker shutdown", "err", err)
 	}

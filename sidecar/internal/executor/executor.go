@@ -22,6 +22,7 @@ import (
 	"github.com/istota/istota/sidecar/internal/prompt"
 	"github.com/istota/istota/sidecar/internal/queue"
 	"github.com/istota/istota/sidecar/internal/store"
+	"github.com/istota/istota/sidecar/internal/workspace"
 )
 
 // Launchers gives each task a launcher that starts the agent inside that task's sandbox;
@@ -35,10 +36,26 @@ type Workspace struct {
 	Root string // the user's workspace mirror, /workspace inside the sandbox
 	Home string // the user's persistent agent home
 	Tmp  string // this task's temporary directory
+	// Channel is the conversation's folder (CHANNEL.md, memories), empty without one.
+	Channel string
 	// Admin is true when the task's user is a Nextcloud (Istota) admin: their sandbox
 	// also shows every user's workspace and the database.
 	Admin bool
 }
+
+// Files keeps the local mirrors in step with Nextcloud. Errors from Pull mean the task
+// runs on the mirror as it is; a failed Push is retried later by the syncer itself.
+type Files interface {
+	Provision(ctx context.Context, uid string) error
+	ProvisionChannel(ctx context.Context, token string) error
+	Pull(ctx context.Context, uid string) (workspace.Report, error)
+	Push(ctx context.Context, uid string) (workspace.Report, error)
+	PullChannel(ctx context.Context, token string) (workspace.Report, error)
+	PushChannel(ctx context.Context, token string) (workspace.Report, error)
+}
+
+// ChannelDir is where a conversation task sees the conversation's folder.
+const ChannelDir = "/channel"
 
 // Where admins' sandboxes show every user's workspace and the database.
 const (
@@ -56,14 +73,20 @@ type Options struct {
 	ProgressInterval    time.Duration
 	MaxProgressMessages int
 	ContextMessages     int
-	Owner               string // the worker pool's lease owner
-	Clock               func() time.Time
-	Logger              *slog.Logger
+	// DatedDays of memories/YYYY-MM-DD.md and MaxMemoryChars for the prompt.
+	DatedDays      int
+	MaxMemoryChars int
+	Owner          string // the worker pool's lease owner
+	Clock          func() time.Time
+	Logger         *slog.Logger
 	// OnReply is a wake-up hint for the outbox.
 	OnReply func()
 	// Deferred applies the operations a successful run left in its temp dir; nil
 	// ignores them.
 	Deferred Deferred
+	// Files syncs the user's and the conversation's folders with Nextcloud around each
+	// run; nil works on the local mirrors only (no bot account configured).
+	Files Files
 }
 
 // Deferred applies an agent's deferred operations with the identity of the task.
@@ -130,6 +153,9 @@ func (e *Executor) run(ctx context.Context, t queue.Task, log *slog.Logger) (bra
 		return brain.Result{}, err
 	}
 	defer os.RemoveAll(ws.Tmp)
+	e.pullFiles(ctx, t, log)
+	// Whatever happens to the run (even !stop), what the agent wrote reaches Nextcloud.
+	defer e.pushFiles(ctx, t, log)
 	u, err := e.loadUser(ctx, t.UserID)
 	if err != nil {
 		return brain.Result{}, err
@@ -177,6 +203,59 @@ func (e *Executor) run(ctx context.Context, t queue.Task, log *slog.Logger) (bra
 		}
 	}
 	return res, err
+}
+
+func (e *Executor) pullFiles(ctx context.Context, t queue.Task, log *slog.Logger) {
+	if e.opts.Files == nil {
+		return
+	}
+	if err := e.opts.Files.Provision(ctx, t.UserID); err != nil {
+		log.Warn("provisioning the user's folders failed; running on the local mirror", "err", err)
+		return
+	}
+	if rep, err := e.opts.Files.Pull(ctx, t.UserID); err != nil {
+		log.Warn("pulling the user's files failed; running on the local mirror as it is", "err", err)
+	} else {
+		logConflicts(log, rep)
+	}
+	if t.ConversationToken == "" {
+		return
+	}
+	if err := e.opts.Files.ProvisionChannel(ctx, t.ConversationToken); err != nil {
+		log.Warn("provisioning the conversation folder failed", "err", err)
+		return
+	}
+	if rep, err := e.opts.Files.PullChannel(ctx, t.ConversationToken); err != nil {
+		log.Warn("pulling the conversation folder failed", "err", err)
+	} else {
+		logConflicts(log, rep)
+	}
+}
+
+func (e *Executor) pushFiles(ctx context.Context, t queue.Task, log *slog.Logger) {
+	if e.opts.Files == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
+	defer cancel()
+	if rep, err := e.opts.Files.Push(ctx, t.UserID); err != nil {
+		log.Warn("pushing the user's files failed; they are retried", "err", err)
+	} else {
+		logConflicts(log, rep)
+	}
+	if t.ConversationToken != "" {
+		if rep, err := e.opts.Files.PushChannel(ctx, t.ConversationToken); err != nil {
+			log.Warn("pushing the conversation folder failed; it is retried", "err", err)
+		} else {
+			logConflicts(log, rep)
+		}
+	}
+}
+
+func logConflicts(log *slog.Logger, rep workspace.Report) {
+	for _, c := range rep.Conflicts {
+		log.Warn("both sides changed a file; both versions are kept", "path", c.Path, "copy", c.Copy)
+	}
 }
 
 func (e *Executor) complete(t queue.Task, res brain.Result, log *slog.Logger) {
@@ -281,6 +360,21 @@ func (e *Executor) userDir(uid string) string {
 	return filepath.Join(e.opts.DataDir, "users", SafeName(uid))
 }
 
+// ChannelDir is the local mirror of a conversation's folder /Channels/{token}/.
+func (e *Executor) channelDir(token string) string {
+	return ChannelMirror(e.opts.DataDir, token)
+}
+
+// ChannelMirror returns where the mirror of a conversation's folder lives.
+func ChannelMirror(dataDir, token string) string {
+	return filepath.Join(dataDir, "channels", SafeName(token))
+}
+
+// UserMirror returns where the mirror of a user's /Users/{uid}/ lives.
+func UserMirror(dataDir, uid string) string {
+	return filepath.Join(dataDir, "users", SafeName(uid), "workspace")
+}
+
 func (e *Executor) prepareWorkspace(t queue.Task) (Workspace, error) {
 	base := e.userDir(t.UserID)
 	ws := Workspace{
@@ -299,7 +393,19 @@ func (e *Executor) prepareWorkspace(t queue.Task) (Workspace, error) {
 			return Workspace{}, fmt.Errorf("chmod %s: %w", d, err)
 		}
 	}
-	for _, d := range []string{ws.Root, ws.Home} {
+	dirs := []string{ws.Root, ws.Home}
+	if t.ConversationToken != "" {
+		ws.Channel = e.channelDir(t.ConversationToken)
+		parent := filepath.Dir(ws.Channel)
+		if err := os.MkdirAll(parent, 0o711); err != nil {
+			return Workspace{}, fmt.Errorf("create %s: %w", parent, err)
+		}
+		if err := os.Chmod(parent, 0o711); err != nil {
+			return Workspace{}, fmt.Errorf("chmod %s: %w", parent, err)
+		}
+		dirs = append(dirs, ws.Channel)
+	}
+	for _, d := range dirs {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return Workspace{}, fmt.Errorf("create %s: %w", d, err)
 		}
@@ -326,7 +432,23 @@ func (e *Executor) readConfigFile(uid, name string) string {
 	if len(b) > max {
 		b = b[:max]
 	}
-	return string(b)
+	return stripComments(string(b))
+}
+
+// stripComments removes HTML comments: the seeded example files explain themselves in
+// comments that the agent need not read on every task.
+func stripComments(s string) string {
+	for {
+		start := strings.Index(s, "<!--")
+		if start < 0 {
+			return s
+		}
+		end := strings.Index(s[start:], "-->")
+		if end < 0 {
+			return s[:start]
+		}
+		s = s[:start] + s[start+end+3:]
+	}
 }
 
 func (e *Executor) buildPrompt(ctx context.Context, t queue.Task, workspace string) (string, error) {
@@ -354,6 +476,20 @@ func (e *Executor) buildPrompt(ctx context.Context, t queue.Task, workspace stri
 			"As an administrator you can read and change every user's workspace under "+AdminUsersDir+".",
 			"The Istota database is at "+AdminDBDir+"/istota.db; open it with `sqlite3 'file:"+AdminDBDir+"/istota.db?mode=ro'` (read-only unless the admin allowed writes).")
 	}
+	personal := t.Source != queue.SourceBriefing && t.Source != queue.SourceCron
+	if !personal {
+		// Briefings and scheduled jobs never see personal memory.
+		in.UserMD = ""
+	} else {
+		in.Dated = e.datedMemories(t.UserID, u.Timezone)
+	}
+	in.MaxMemoryChars = e.opts.MaxMemoryChars
+	if t.ConversationToken != "" {
+		in.Resources = append(in.Resources, "The conversation's shared folder is "+ChannelDir+" (CHANNEL.md, memories/); everyone in the conversation can see what you put there.")
+		if b, err := os.ReadFile(filepath.Join(ChannelMirror(e.opts.DataDir, t.ConversationToken), "CHANNEL.md")); err == nil {
+			in.ChannelMD = stripComments(string(b[:min(len(b), 64<<10)]))
+		}
+	}
 	if t.Source == "talk" && t.ConversationToken != "" {
 		_ = e.db.Read.QueryRowContext(ctx, `SELECT name FROM conversations WHERE token = ?`, t.ConversationToken).Scan(&in.Room)
 		msgs, err := convlog.Recent(ctx, e.db.Read, t.ConversationToken, t.ReplyToMessageID, e.opts.ContextMessages)
@@ -372,6 +508,28 @@ func (e *Executor) buildPrompt(ctx context.Context, t queue.Task, workspace stri
 		}
 	}
 	return prompt.Build(in), nil
+}
+
+// datedMemories reads the last DatedDays days of memories/YYYY-MM-DD.md, oldest first,
+// by the user's calendar.
+func (e *Executor) datedMemories(uid, tz string) []prompt.DatedMemory {
+	loc, err := time.LoadLocation(tz)
+	if err != nil {
+		loc = time.UTC
+	}
+	today := e.opts.Clock().In(loc)
+	var out []prompt.DatedMemory
+	for i := e.opts.DatedDays - 1; i >= 0; i-- {
+		day := today.AddDate(0, 0, -i).Format("2006-01-02")
+		b, err := os.ReadFile(filepath.Join(UserMirror(e.opts.DataDir, uid), "memories", day+".md"))
+		if err != nil {
+			continue
+		}
+		if text := strings.TrimSpace(stripComments(string(b[:min(len(b), 32<<10)]))); text != "" {
+			out = append(out, prompt.DatedMemory{Date: day, Text: text})
+		}
+	}
+	return out
 }
 
 func toPromptMessage(m convlog.Message) prompt.Message {

@@ -1,0 +1,334 @@
+package memory
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestSearchRanking(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name  string
+		docs  map[string]string // ref → text, all created at the same time
+		query string
+		want  []string // refs, best first
+	}{
+		{
+			name: "exact term beats a longer word that starts with it",
+			docs: map[string]string{
+				"partial": "The deployment pipeline was slow again this week.",
+				"exact":   "We will deploy the release on Friday.",
+				"none":    "Lunch with Carol on Tuesday.",
+			},
+			query: "deploy",
+			want:  []string{"exact", "partial"},
+		},
+		{
+			name: "all terms beat some terms",
+			docs: map[string]string{
+				"flight-only": "The flight to Porto was late.",
+				"both":        "Booked the flight to Lisbon for March.",
+				"city-only":   "Lisbon was sunny all week.",
+			},
+			query: "Lisbon flight",
+			want:  []string{"both"},
+		},
+		{
+			name: "diacritics and case do not matter",
+			docs: map[string]string{
+				"cafe": "Meeting at the Café Central in Vienna.",
+				"tea":  "Tea with Zoe.",
+			},
+			query: "CAFE central",
+			want:  []string{"cafe"},
+		},
+		{
+			name: "stop words do not drown the content words",
+			docs: map[string]string{
+				"a": "What is the plan for the garden and the house?",
+				"b": "Garden plan: tomatoes along the south fence.",
+			},
+			query: "what is the garden plan",
+			want:  []string{"b", "a"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, _, _ := newMemory(t, Options{})
+			for _, ref := range slices.Sorted(mapsKeys(tc.docs)) {
+				mustIndex(t, m, Doc{Namespace: "user:alice", Source: SourceNote, SourceRef: ref, Text: tc.docs[ref], CreatedAt: testNow, Ephemeral: true})
+			}
+			hits, err := m.Search(ctx, Query{Namespaces: []string{"user:alice"}, Text: tc.query})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := refs(hits)
+			if len(got) < len(tc.want) || !slices.Equal(got[:len(tc.want)], tc.want) {
+				t.Errorf("hits = %q, want %q first", got, tc.want)
+			}
+		})
+	}
+}
+
+func mapsKeys(m map[string]string) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+func TestSearchRecencyDecay(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name     string
+		halfLife time.Duration
+		want     []string
+	}{
+		{"without decay the stronger old match wins", -1, []string{"old", "new"}},
+		{"with decay the newer match wins", 30 * 24 * time.Hour, []string{"new", "old"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, _, _ := newMemory(t, Options{HalfLife: tc.halfLife})
+			mustIndex(t, m, Doc{Namespace: "user:alice", Source: SourceNote, SourceRef: "old",
+				Text: "Dentist: the dentist moved the dentist appointment.", CreatedAt: testNow.AddDate(0, 0, -90), Ephemeral: true})
+			mustIndex(t, m, Doc{Namespace: "user:alice", Source: SourceNote, SourceRef: "new",
+				Text: "Booked a dentist appointment for the kids.", CreatedAt: testNow.AddDate(0, 0, -2), Ephemeral: true})
+			hits, err := m.Search(ctx, Query{Namespaces: []string{"user:alice"}, Text: "dentist"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := refs(hits); !slices.Equal(got, tc.want) {
+				t.Errorf("hits = %q, want %q", got, tc.want)
+			}
+			if len(hits) == 2 && hits[0].Score <= hits[1].Score {
+				t.Errorf("scores not descending: %v, %v", hits[0].Score, hits[1].Score)
+			}
+		})
+	}
+}
+
+func TestSearchFilters(t *testing.T) {
+	ctx := context.Background()
+	m, _, _ := newMemory(t, Options{})
+	for i, d := range []struct {
+		source string
+		days   int
+	}{{SourceConversation, 1}, {SourceMemoryFile, 10}, {SourceUserMD, 100}} {
+		mustIndex(t, m, Doc{Namespace: "user:alice", Source: d.source, SourceRef: fmt.Sprint(i),
+			Text: fmt.Sprintf("Budget note number %d.", i), CreatedAt: testNow.AddDate(0, 0, -d.days), Ephemeral: true})
+	}
+	for _, tc := range []struct {
+		name string
+		q    Query
+		want []string
+	}{
+		{"since", Query{Since: testNow.AddDate(0, 0, -10)}, []string{"0", "1"}},
+		{"until", Query{Until: testNow.AddDate(0, 0, -10)}, []string{"2"}},
+		{"sources", Query{Sources: []string{SourceUserMD, SourceMemoryFile}}, []string{"1", "2"}},
+		{"exclude", Query{ExcludeSources: []string{SourceUserMD}}, []string{"0", "1"}},
+		{"limit", Query{Limit: 1}, []string{"0"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			q := tc.q
+			q.Namespaces, q.Text = []string{"user:alice"}, "budget"
+			hits, err := m.Search(ctx, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := refs(hits)
+			slices.Sort(got)
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("hits = %q, want %q", got, tc.want)
+			}
+		})
+	}
+	if _, err := m.Search(ctx, Query{Text: "budget"}); err == nil {
+		t.Error("a search without namespaces succeeded")
+	}
+	if _, err := m.Search(ctx, Query{Namespaces: []string{"user:alice", "bob"}, Text: "budget"}); err == nil {
+		t.Error("a search with a malformed namespace succeeded")
+	}
+}
+
+// TestNamespaceIsolationAndHostileQueries: whatever alice types, she sees only her own
+// chunks, and no query text is an error.
+func TestNamespaceIsolationAndHostileQueries(t *testing.T) {
+	ctx := context.Background()
+	m, _, _ := newMemory(t, Options{})
+	mustIndex(t, m, Doc{Namespace: "user:alice", Source: SourceNote, SourceRef: "a1", Text: "Alice's secret: the alpha launch code is in the blue folder.", Ephemeral: true})
+	mustIndex(t, m, Doc{Namespace: "user:alice", Source: SourceNote, SourceRef: "a2", Text: "Alice bought apples and pears.", Ephemeral: true})
+	mustIndex(t, m, Doc{Namespace: "user:bob", Source: SourceNote, SourceRef: "b1", Text: "Bob's secret: the alpha launch code is 4242. content secret bob", Ephemeral: true})
+	mustIndex(t, m, Doc{Namespace: "channel:other", Source: SourceConversation, SourceRef: "c1", Text: "A secret from another conversation.", Ephemeral: true})
+
+	for _, tc := range []struct {
+		query string
+		empty bool // no words at all: no hits
+	}{
+		{query: "secret"},
+		{query: "bob"},
+		{query: `"secret`},
+		{query: `secret" OR "bob`},
+		{query: `secret OR bob OR 4242`},
+		{query: `NEAR(secret alpha, 2)`},
+		{query: `secret AND NOT alpha`},
+		{query: `secret NOT`},
+		{query: `content:secret`},
+		{query: `{content}: secret`},
+		{query: `memory_fts:secret`},
+		{query: `namespace:user:bob secret`},
+		{query: `^secret`},
+		{query: `secret*`},
+		{query: `- secret`},
+		{query: `'; DROP TABLE memory_chunks; --`},
+		{query: "secret\x00bob"},
+		{query: strings.Repeat("secret ", 5000)},
+		{query: "*", empty: true},
+		{query: `""`, empty: true},
+		{query: "()", empty: true},
+		{query: "!!! ??? ...", empty: true},
+		{query: "   ", empty: true},
+		{query: "", empty: true},
+		{query: "* AND *", empty: false}, // "and" is a word: it may match, but only alice's
+	} {
+		t.Run(excerpt(tc.query, 30), func(t *testing.T) {
+			hits, err := m.Search(ctx, Query{Namespaces: []string{"user:alice"}, Text: tc.query})
+			if err != nil {
+				t.Fatalf("Search(%q): %v", tc.query, err)
+			}
+			for _, h := range hits {
+				if h.Namespace != "user:alice" || strings.Contains(h.Text, "Bob") || strings.Contains(h.Text, "conversation") {
+					t.Errorf("alice's search %q returned %s %s: %q", tc.query, h.Namespace, h.SourceRef, h.Text)
+				}
+			}
+			if tc.empty && len(hits) != 0 {
+				t.Errorf("a query without words returned %d hits", len(hits))
+			}
+		})
+	}
+	// Bob does find his own.
+	hits, err := m.Search(ctx, Query{Namespaces: []string{"user:bob"}, Text: "secret 4242"})
+	if err != nil || len(hits) != 1 || hits[0].SourceRef != "b1" {
+		t.Errorf("bob's search = %+v, %v", hits, err)
+	}
+	// Both namespaces when both are named, and only then.
+	hits, err = m.Search(ctx, Query{Namespaces: []string{"user:alice", "channel:other"}, Text: "secret"})
+	if err != nil || len(hits) != 2 {
+		t.Errorf("alice+channel search = %q, %v", refs(hits), err)
+	}
+}
+
+func TestMatchExpressionIsOnlyQuotedTerms(t *testing.T) {
+	shape := regexp.MustCompile(`^"[^"]+"\*?( OR "[^"]+"\*?)*$`)
+	for _, q := range []string{`a" OR x`, `NEAR(a b)`, `col:val`, `x*`, `{a b}: c`, "東京 タワー", `über Straße`, "it's", strings.Repeat("word", 100)} {
+		expr := matchExpression(queryTerms(q))
+		if !shape.MatchString(expr) {
+			t.Errorf("matchExpression(%q) = %q", q, expr)
+		}
+	}
+	if got := queryTerms("The cat AND the Dog and THE cat"); !slices.Equal(got, []string{"cat", "dog"}) {
+		t.Errorf("queryTerms = %q", got)
+	}
+	if got := queryTerms("the and or"); !slices.Equal(got, []string{"the", "and", "or"}) {
+		t.Errorf("only stop words are kept when nothing else is left: %q", got)
+	}
+	if got := queryTerms(strings.Repeat("x", 200)); len(got) != 1 || len([]rune(got[0])) != maxTermRunes {
+		t.Errorf("long term not cut: %d", len(got[0]))
+	}
+	var many []string
+	for i := range 100 {
+		many = append(many, fmt.Sprintf("term%d", i))
+	}
+	if got := queryTerms(strings.Join(many, " ")); len(got) != maxTerms {
+		t.Errorf("%d terms, want %d", len(got), maxTerms)
+	}
+}
+
+func TestEpisodeWindows(t *testing.T) {
+	ctx := context.Background()
+	m, db, _ := newMemory(t, Options{HalfLife: -1})
+	g := newTextGen(11)
+	paras := make([]string, 12)
+	for i := range paras {
+		paras[i] = g.paragraph(7)
+	}
+	// A unique word in one paragraph near the middle, another in two paragraphs next to
+	// each other.
+	paras[6] += " The zanzibarite sample arrived."
+	paras[2] += " Quokka spotted."
+	paras[3] = "Another quokka, bigger. " + paras[3]
+	text := strings.Join(paras, "\n\n")
+	mustIndex(t, m, Doc{Namespace: "user:alice", Source: SourceMemoryFile, SourceRef: "memories/2026-02-01.md", Text: text, Ephemeral: true})
+	ids := chunkIDs(t, db, "user:alice", SourceMemoryFile, "memories/2026-02-01.md")
+	if len(ids) < 6 {
+		t.Fatalf("only %d chunks", len(ids))
+	}
+
+	hits, err := m.Search(ctx, Query{Namespaces: []string{"user:alice"}, Text: "zanzibarite"})
+	if err != nil || len(hits) != 1 {
+		t.Fatalf("hits = %+v, %v", hits, err)
+	}
+	h := hits[0]
+	pos := slices.Index(ids, h.Matched[0])
+	if pos <= 0 || pos >= len(ids)-1 {
+		t.Fatalf("the match is chunk %d of %d; the test needs one in the middle", pos, len(ids))
+	}
+	if !slices.Equal(h.ChunkIDs, ids[pos-1:pos+2]) {
+		t.Errorf("episode = %v, want chunks %v", h.ChunkIDs, ids[pos-1:pos+2])
+	}
+	chunks := Chunk(text)
+	if h.Text != joinEpisode(chunks[pos-1:pos+2]) || strings.Count(h.Text, paras[6][:60]) != 1 {
+		t.Errorf("episode text is not the three chunks without overlap")
+	}
+	if !strings.Contains(h.Snippet, "zanzibarite") || len([]rune(h.Snippet)) > SnippetRunes+2 {
+		t.Errorf("snippet %q", h.Snippet)
+	}
+
+	// Matches in neighbouring chunks come back as one hit.
+	hits, err = m.Search(ctx, Query{Namespaces: []string{"user:alice"}, Text: "quokka"})
+	if err != nil || len(hits) != 1 {
+		t.Fatalf("quokka hits = %d, %v", len(hits), err)
+	}
+	if !strings.Contains(hits[0].Text, "Quokka spotted.") || !strings.Contains(hits[0].Text, "Another quokka") {
+		t.Errorf("merged episode lacks a match: %q", hits[0].Text)
+	}
+
+	// Without windows a hit is its chunk alone (the sentence sits in two chunks, one
+	// of them as overlap, so there are two hits).
+	solo := New(db, Options{EpisodeWindow: -1, Clock: func() time.Time { return testNow }})
+	hits, err = solo.Search(ctx, Query{Namespaces: []string{"user:alice"}, Text: "zanzibarite"})
+	if err != nil || len(hits) == 0 {
+		t.Fatalf("no window: %d hits, %v", len(hits), err)
+	}
+	for _, h := range hits {
+		if len(h.ChunkIDs) != 1 || h.ChunkIDs[0] != h.Matched[0] {
+			t.Errorf("no window: hit with chunks %v, matched %v", h.ChunkIDs, h.Matched)
+		}
+	}
+}
+
+func TestRecallAndFormatHits(t *testing.T) {
+	ctx := context.Background()
+	m, _, _ := newMemory(t, Options{})
+	mustIndex(t, m, Doc{Namespace: "user:alice", Source: SourceUserMD, SourceRef: "USER.md", Text: "Alice prefers aisle seats."})
+	mustIndex(t, m, Doc{Namespace: "user:alice", Source: SourceConversation, SourceRef: "task:7",
+		Text: "Alice: book aisle seats for Lisbon.", CreatedAt: time.Date(2026, 2, 2, 10, 0, 0, 0, time.UTC), Ephemeral: true})
+	got, err := m.Recall(ctx, []string{"user:alice"}, "aisle seats", 5)
+	if err != nil || !slices.Equal(got, []string{"2026-02-02: Alice: book aisle seats for Lisbon."}) {
+		t.Errorf("Recall = %q, %v (USER.md must be left out)", got, err)
+	}
+	hits, _ := m.Search(ctx, Query{Namespaces: []string{"user:alice"}, Text: "aisle"})
+	out := FormatHits(hits, 100)
+	if !strings.Contains(out, "[1] ") || !strings.Contains(out, "[2] ") || !strings.Contains(out, "task:7") {
+		t.Errorf("FormatHits = %q", out)
+	}
+	if FormatHits(nil, 0) != "No memories found.\n" {
+		t.Error("FormatHits of nothing")
+	}
+}
