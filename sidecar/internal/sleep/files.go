@@ -23,33 +23,27 @@ const (
 	dirMode  = 0o700
 )
 
-// root opens the folder the namespace's files are reached through and returns the
-// prefix of the namespace's own folder inside it. Every access goes through the
-// os.Root, so a symlink the agent planted in its workspace cannot lead outside.
-func (c *Cycle) root(ns Namespace) (*os.Root, string, error) {
-	if ns.Kind == KindUser {
-		dir := c.cfg.UserRoot(ns.ID)
-		if err := os.MkdirAll(dir, dirMode); err != nil {
-			return nil, "", err
-		}
-		r, err := os.OpenRoot(dir)
-		return r, "", err
+// root opens the namespace's folder. Every access goes through the os.Root, so a
+// symlink the agent planted in its workspace cannot lead outside.
+func (c *Cycle) root(ns Namespace) (*os.Root, error) {
+	dir := c.cfg.UserRoot(ns.ID)
+	if ns.Kind == KindChannel {
+		dir = c.cfg.ChannelRoot(ns.ID)
 	}
-	if err := os.MkdirAll(c.cfg.ChannelsRoot, dirMode); err != nil {
-		return nil, "", err
+	if err := os.MkdirAll(dir, dirMode); err != nil {
+		return nil, err
 	}
-	r, err := os.OpenRoot(c.cfg.ChannelsRoot)
-	return r, ns.ID + "/", err
+	return os.OpenRoot(dir)
 }
 
 // readDocument returns USER.md (users) or CHANNEL.md (channels); a missing one is "".
 func (c *Cycle) readDocument(ns Namespace) (string, error) {
-	r, prefix, err := c.root(ns)
+	r, err := c.root(ns)
 	if err != nil {
 		return "", err
 	}
 	defer r.Close()
-	name := prefix + "CHANNEL.md"
+	name := "CHANNEL.md"
 	if ns.Kind == KindUser {
 		name = c.userMDName()
 	}
@@ -85,12 +79,12 @@ const topicsPrefix = "Topics: "
 // afterwards and how many memory lines it added; the file is written only when
 // something was added.
 func (c *Cycle) writeMemoryFile(ns Namespace, rel, day string, memories, topics []string) (string, int, error) {
-	r, prefix, err := c.root(ns)
+	r, err := c.root(ns)
 	if err != nil {
 		return "", 0, err
 	}
 	defer r.Close()
-	name := prefix + rel
+	name := rel
 	var existing string
 	if f, err := r.Open(name); err == nil {
 		b, err := io.ReadAll(f)
@@ -201,12 +195,12 @@ func writeAtomic(r *os.Root, name string, data []byte) error {
 // removeOldMemoryFiles deletes memories/YYYY-MM-DD.md files dated before cutoffDay
 // (YYYY-MM-DD) and returns their relative paths. Other files are left alone.
 func (c *Cycle) removeOldMemoryFiles(ctx context.Context, ns Namespace, cutoffDay string) ([]string, error) {
-	r, prefix, err := c.root(ns)
+	r, err := c.root(ns)
 	if err != nil {
 		return nil, err
 	}
 	defer r.Close()
-	d, err := r.Open(prefix + "memories")
+	d, err := r.Open("memories")
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -233,7 +227,7 @@ func (c *Cycle) removeOldMemoryFiles(ctx context.Context, ns Namespace, cutoffDa
 		if c.cfg.Remover != nil {
 			err = c.cfg.Remover.RemoveMemoryFile(ctx, ns.String(), rel)
 		} else {
-			err = r.Remove(prefix + rel)
+			err = r.Remove(rel)
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", rel, err))
@@ -249,5 +243,5 @@ func (c *Cycle) MemoriesDir(ns Namespace) string {
 	if ns.Kind == KindUser {
 		return filepath.Join(c.cfg.UserRoot(ns.ID), "memories")
 	}
-	return filepath.Join(c.cfg.ChannelsRoot, ns.ID, "memories")
+	return filepath.Join(c.cfg.ChannelRoot(ns.ID), "memories")
 }

@@ -107,9 +107,9 @@ type Config struct {
 	// UserRoot returns the local folder that mirrors /Users/{uid}: memories/ and
 	// {BotDir}/config/USER.md live below it.
 	UserRoot func(uid string) string
-	// ChannelsRoot is the local folder that mirrors /Channels: {token}/memories/ and
-	// {token}/CHANNEL.md live below it.
-	ChannelsRoot string
+	// ChannelRoot returns the local folder that mirrors /Channels/{token}: memories/ and
+	// CHANNEL.md live below it.
+	ChannelRoot func(token string) string
 	// BotDir is the bot's folder name inside a user's root ({bot}).
 	BotDir string
 	// Cron is when the run is due, in the namespace's timezone (DefaultCron).
@@ -205,8 +205,8 @@ func New(db *store.DB, graph *knowledge.Graph, curator *curation.Curator, extrac
 	if db == nil || graph == nil || curator == nil || extractor == nil {
 		return nil, errors.New("sleep: database, knowledge graph, curator and extractor are required")
 	}
-	if cfg.UserRoot == nil || cfg.ChannelsRoot == "" || cfg.BotDir == "" {
-		return nil, errors.New("sleep: UserRoot, ChannelsRoot and BotDir are required")
+	if cfg.UserRoot == nil || cfg.ChannelRoot == nil || cfg.BotDir == "" {
+		return nil, errors.New("sleep: UserRoot, ChannelRoot and BotDir are required")
 	}
 	if cfg.BotDir != strings.Trim(cfg.BotDir, "/") || strings.Contains(cfg.BotDir, "..") {
 		return nil, fmt.Errorf("sleep: bot folder %q must be a plain relative name", cfg.BotDir)
@@ -425,9 +425,15 @@ func (c *Cycle) Run(ctx context.Context, ns string, now time.Time) (Outcome, err
 		// it may have stopped before indexing.
 		out.MemoryFile = rel
 	}
+	// Facts hold from the newest task read (the latest they can have been said), so a
+	// fact the agent stored after that task is not superseded by an older statement.
+	validFrom := tasks[len(tasks)-1].At
+	if validFrom.After(now) {
+		validFrom = now
+	}
 	for _, f := range ex.Facts {
 		_, res, err := c.graph.Add(ctx, ns, knowledge.Fact{Subject: f.Subject, Predicate: f.Predicate,
-			Object: f.Object, Ephemeral: f.Ephemeral, Source: "sleep_cycle", ValidFrom: now})
+			Object: f.Object, Ephemeral: f.Ephemeral, Source: "sleep_cycle", ValidFrom: validFrom})
 		switch {
 		case errors.Is(err, knowledge.ErrInvalid):
 			out.Facts.Rejected++

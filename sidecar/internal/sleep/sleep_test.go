@@ -87,7 +87,7 @@ func newEnv(t *testing.T, cfg Config) *env {
 	e := &env{db: db, ext: &scripted{}, idx: &recordingIndexer{}, users: t.TempDir(), channels: t.TempDir()}
 	e.graph = knowledge.New(db, knowledge.Options{Clock: func() time.Time { return e.now }})
 	cfg.UserRoot = func(uid string) string { return filepath.Join(e.users, uid) }
-	cfg.ChannelsRoot = e.channels
+	cfg.ChannelRoot = func(token string) string { return filepath.Join(e.channels, token) }
 	cfg.BotDir = "istota"
 	cfg.Indexer, cfg.Retainer = e.idx, e.idx
 	cur := curation.New(curation.Options{Clock: func() time.Time { return e.now }})
