@@ -38,6 +38,8 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return cmdShow(ctx, rest, stdout, stderr)
 	case "config":
 		return cmdConfig(rest, stdout, stderr)
+	case "sleep":
+		return cmdSleep(ctx, rest, stdout, stderr)
 	case "doctor":
 		return cmdDoctor(ctx, rest, stdout, stderr)
 	case "skill":
@@ -83,6 +85,7 @@ Commands:
   show ID                   show one task with its events
   config                    print the effective configuration, secrets redacted
   skill NAME ARGS…          (inside a sandbox) run a skill through the credential proxy
+  sleep -u USER              run the nightly memory extraction now (--channel TOKEN for a conversation)
   doctor                    check configuration, database, agent, sandbox, Nextcloud and the signed round trip
   version                   print the version
 

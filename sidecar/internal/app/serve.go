@@ -24,6 +24,7 @@ import (
 	"github.com/istota/istota/sidecar/internal/executor"
 	"github.com/istota/istota/sidecar/internal/httpapi"
 	"github.com/istota/istota/sidecar/internal/intake"
+	"github.com/istota/istota/sidecar/internal/knowledge"
 	"github.com/istota/istota/sidecar/internal/kv"
 	"github.com/istota/istota/sidecar/internal/netproxy"
 	"github.com/istota/istota/sidecar/internal/outbox"
@@ -41,6 +42,7 @@ import (
 // sidecar is every long-lived component of `istota serve`, in start order.
 type sidecar struct {
 	files    *workspace.Workspace // nil without a bot account
+	graph    *knowledge.Graph
 	cfg      config.Config
 	log      *slog.Logger
 	lock     *processLock
@@ -144,8 +146,10 @@ func openSidecar(ctx context.Context, cfg config.Config, log *slog.Logger, servi
 	if err != nil {
 		return nil, err
 	}
+	s.graph = knowledge.New(s.db, knowledge.Options{})
 	s.exec = executor.New(s.db, s.queue, s.outbox, brain, s.launcher, executor.Options{
 		Files:               files,
+		Facts:               s.graph,
 		DatedDays:           cfg.Memory.DatedDays,
 		MaxMemoryChars:      cfg.Memory.MaxMemoryChars,
 		BotName:             cfg.Talk.BotName,
@@ -288,6 +292,13 @@ func (s *sidecar) serve(ctx context.Context) error {
 	s.outbox.Start(runCtx)
 	s.pool.Start(runCtx)
 	var loops sync.WaitGroup
+	cycle, err := s.newSleepCycle()
+	if err != nil {
+		cancel()
+		return fmt.Errorf("sleep cycle: %w", err)
+	}
+	loops.Add(1)
+	go func() { defer loops.Done(); s.sleepLoop(runCtx, cycle) }()
 	if s.files != nil {
 		loops.Add(1)
 		go func() { defer loops.Done(); s.retryPushes(runCtx) }()

@@ -18,6 +18,7 @@ import (
 	"github.com/istota/istota/sidecar/internal/brain"
 	"github.com/istota/istota/sidecar/internal/convlog"
 	"github.com/istota/istota/sidecar/internal/deferred"
+	"github.com/istota/istota/sidecar/internal/knowledge"
 	"github.com/istota/istota/sidecar/internal/outbox"
 	"github.com/istota/istota/sidecar/internal/prompt"
 	"github.com/istota/istota/sidecar/internal/queue"
@@ -84,9 +85,16 @@ type Options struct {
 	// Deferred applies the operations a successful run left in its temp dir; nil
 	// ignores them.
 	Deferred Deferred
+	// Facts gives the knowledge facts relevant to a request; nil adds none.
+	Facts Facts
 	// Files syncs the user's and the conversation's folders with Nextcloud around each
 	// run; nil works on the local mirrors only (no bot account configured).
 	Files Files
+}
+
+// Facts finds knowledge facts relevant to a text in a namespace ("user:<uid>").
+type Facts interface {
+	Relevant(ctx context.Context, ns, text string, limit int) ([]knowledge.Fact, error)
 }
 
 // Deferred applies an agent's deferred operations with the identity of the task.
@@ -482,6 +490,15 @@ func (e *Executor) buildPrompt(ctx context.Context, t queue.Task, workspace stri
 		in.UserMD = ""
 	} else {
 		in.Dated = e.datedMemories(t.UserID, u.Timezone)
+		if e.opts.Facts != nil {
+			facts, err := e.opts.Facts.Relevant(ctx, "user:"+t.UserID, t.Prompt, 20)
+			if err != nil {
+				return "", fmt.Errorf("knowledge facts: %w", err)
+			}
+			for _, f := range facts {
+				in.Facts = append(in.Facts, f.String())
+			}
+		}
 	}
 	in.MaxMemoryChars = e.opts.MaxMemoryChars
 	if t.ConversationToken != "" {
