@@ -155,6 +155,10 @@ func TestHybridSearch(t *testing.T) {
 	if hits, err := keywordsOnly.Search(ctx, Query{Namespaces: []string{"user:alice"}, Text: "airplane"}); err != nil || len(hits) != 0 {
 		t.Errorf("keyword-only search for airplane = %q, %v", refs(hits), err)
 	}
+	strict := New(db, Options{Embedder: srv.embedder(t, srv.URL), MinSimilarity: 0.9, Clock: func() time.Time { return testNow }})
+	if hits, err := strict.Search(ctx, Query{Namespaces: []string{"user:alice"}, Text: "airplane"}); err != nil || len(hits) != 0 {
+		t.Errorf("airplane above similarity 0.9 = %q, %v", refs(hits), err)
+	}
 	// Fusion: the chunk both rankings find comes first, the one only vectors find
 	// (airplane ~ flight) follows.
 	hits, err = m.Search(ctx, Query{Namespaces: []string{"user:alice"}, Text: "kettle airplane"})

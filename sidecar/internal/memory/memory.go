@@ -73,6 +73,10 @@ type Options struct {
 	// EpisodeWindow is how many neighbouring chunks on each side of a hit come with it
 	// (default 1; negative for none).
 	EpisodeWindow int
+	// MinSimilarity is the cosine similarity a chunk must exceed to be ranked by
+	// vector (default 0). Real embedding models rate unrelated texts around 0.1 to
+	// 0.2; a threshold near 0.3 keeps vector search from always returning something.
+	MinSimilarity float64
 }
 
 // Memory reads and writes the memory index. It is safe for concurrent use.
@@ -454,18 +458,18 @@ func (m *Memory) ApplyRetention(ctx context.Context, ns string, days int) (int, 
 
 // Stats describes one namespace's part of the index.
 type Stats struct {
-	Namespace string
-	Chunks    int
-	Sources   int            // distinct (source, ref) documents
-	BySource  map[string]int // chunks per source
-	Ephemeral int            // chunks subject to retention
+	Namespace string         `json:"namespace"`
+	Chunks    int            `json:"chunks"`
+	Sources   int            `json:"documents"` // distinct (source, ref) documents
+	BySource  map[string]int `json:"by_source"` // chunks per source
+	Ephemeral int            `json:"ephemeral"` // chunks subject to retention
 	// Embedded counts chunks with a vector of the current model; NotEmbedded the rest
 	// (all of them when no embedder is configured).
-	Embedded    int
-	NotEmbedded int
-	EmbedModel  string // the configured model, "" without an embedder
-	Oldest      time.Time
-	Newest      time.Time
+	Embedded    int       `json:"embedded"`
+	NotEmbedded int       `json:"not_embedded"`
+	EmbedModel  string    `json:"embed_model,omitempty"` // the configured model, "" without an embedder
+	Oldest      time.Time `json:"oldest,omitzero"`
+	Newest      time.Time `json:"newest,omitzero"`
 }
 
 // Stats counts the chunks of ns.

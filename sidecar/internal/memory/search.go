@@ -152,8 +152,9 @@ type candidate struct {
 }
 
 // Search finds the chunks of q.Namespaces that match q.Text best: BM25 over the full
-// text index, plus cosine similarity of vectors when an embedder is configured and
-// working, fused by reciprocal rank, weighted by recency, grouped into episodes. A
+// text index, character pairs for CJK words (which the index cannot split), and cosine
+// similarity of vectors when an embedder is configured and working, fused by
+// reciprocal rank, weighted by recency, grouped into episodes. A
 // query without any word (empty, punctuation only) returns no hits and no error.
 func (m *Memory) Search(ctx context.Context, q Query) ([]Hit, error) {
 	if len(q.Namespaces) == 0 {
@@ -185,6 +186,10 @@ func (m *Memory) Search(ctx context.Context, q Query) ([]Hit, error) {
 	if err != nil {
 		return nil, err
 	}
+	substring, err := m.substring(ctx, cjkGrams(terms), filter, args, pool)
+	if err != nil {
+		return nil, err
+	}
 	var semantic []candidate
 	if qv, ok := m.queryVector(ctx, q.Text); ok {
 		if semantic, err = m.semantic(ctx, qv, filter, args, pool, lexical); err != nil {
@@ -193,7 +198,7 @@ func (m *Memory) Search(ctx context.Context, q Query) ([]Hit, error) {
 	} else if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	fused := m.fuse(lexical, semantic)
+	fused := m.fuse(lexical, substring, semantic)
 	return m.episodes(ctx, fused, terms, limit)
 }
 
@@ -232,20 +237,66 @@ func placeholders(n int) string {
 	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
 }
 
-// lexical is the BM25 ranking, best first.
+// lexical is the BM25 ranking, best first. The full-text index is shared by every
+// namespace, so the query first collects the ids the filter allows (from the indexes
+// on memory_chunks, without reading rows) and ranks only matches among them; "+rowid"
+// keeps SQLite from driving the full-text search by that id list, which is far slower.
 func (m *Memory) lexical(ctx context.Context, expr, filter string, filterArgs []any, n int) ([]candidate, error) {
 	args := append([]any{expr}, filterArgs...)
 	args = append(args, n)
-	rows, err := m.db.Read.QueryContext(ctx, `SELECT c.id, c.namespace, c.source, c.source_ref, c.content, c.created_at
-		FROM memory_fts JOIN memory_chunks c ON c.id = memory_fts.rowid
-		WHERE memory_fts MATCH ? AND `+filter+`
-		ORDER BY bm25(memory_fts), c.id DESC LIMIT ?`, args...)
+	rows, err := m.db.Read.QueryContext(ctx, `SELECT rowid FROM memory_fts
+		WHERE memory_fts MATCH ? AND +rowid IN (SELECT c.id FROM memory_chunks c WHERE `+filter+`)
+		ORDER BY bm25(memory_fts), rowid DESC LIMIT ?`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("memory: keyword search: %w", err)
 	}
-	out, err := scanCandidates(rows)
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("memory: keyword search: %w", err)
+		}
+		ids = append(ids, id)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("memory: keyword search: %w", err)
+	}
+	out, err := m.load(ctx, ids)
 	if err != nil {
 		return nil, fmt.Errorf("memory: keyword search: %w", err)
+	}
+	return out, nil
+}
+
+// load reads the chunks ids, in the order given; ids that no longer exist are skipped.
+func (m *Memory) load(ctx context.Context, ids []int64) ([]candidate, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	args := make([]any, len(ids))
+	for i, id := range ids {
+		args[i] = id
+	}
+	rows, err := m.db.Read.QueryContext(ctx, `SELECT id, namespace, source, source_ref, content, created_at
+		FROM memory_chunks WHERE id IN (`+placeholders(len(ids))+`)`, args...)
+	if err != nil {
+		return nil, err
+	}
+	loaded, err := scanCandidates(rows)
+	if err != nil {
+		return nil, err
+	}
+	byID := make(map[int64]candidate, len(loaded))
+	for _, c := range loaded {
+		byID[c.id] = c
+	}
+	out := make([]candidate, 0, len(ids))
+	for _, id := range ids {
+		if c, ok := byID[id]; ok {
+			out = append(out, c)
+		}
 	}
 	return out, nil
 }
@@ -267,6 +318,86 @@ func scanCandidates(rows *sql.Rows) ([]candidate, error) {
 		out = append(out, c)
 	}
 	return out, rows.Err()
+}
+
+// maxGrams bounds the character pairs a CJK query is searched by.
+const maxGrams = 8
+
+func isCJK(r rune) bool {
+	return unicode.In(r, unicode.Han, unicode.Hiragana, unicode.Katakana, unicode.Hangul)
+}
+
+// cjkGrams returns the character pairs of the query terms that hold Chinese, Japanese
+// or Korean characters (a single such character stands for itself). The full-text
+// tokenizer of the schema (unicode61) does not segment these scripts: a whole run of
+// them is one token, so 東京 would never match 私は東京に住んでいます by keyword. Pairs
+// of characters, the usual unit of CJK retrieval, are matched as substrings instead.
+func cjkGrams(terms []string) []string {
+	var out []string
+	seen := map[string]bool{}
+	add := func(g string) {
+		if !seen[g] && len(out) < maxGrams {
+			seen[g] = true
+			out = append(out, g)
+		}
+	}
+	for _, t := range terms {
+		if strings.IndexFunc(t, isCJK) < 0 {
+			continue
+		}
+		rs := []rune(t)
+		if len(rs) == 1 {
+			add(t)
+		}
+		for i := 0; i+1 < len(rs); i++ {
+			add(string(rs[i : i+2]))
+		}
+	}
+	return out
+}
+
+// substring ranks the chunks that contain the most of grams, newest first among
+// equals. It reads every chunk the filter allows, so it only runs for CJK queries.
+func (m *Memory) substring(ctx context.Context, grams []string, filter string, filterArgs []any, n int) ([]candidate, error) {
+	if len(grams) == 0 {
+		return nil, nil
+	}
+	found := strings.TrimSuffix(strings.Repeat("(instr(c.content, ?) > 0) + ", len(grams)), " + ")
+	anyOf := strings.TrimSuffix(strings.Repeat("instr(c.content, ?) > 0 OR ", len(grams)), " OR ")
+	var args []any
+	for _, g := range grams {
+		args = append(args, g)
+	}
+	args = append(args, filterArgs...)
+	for _, g := range grams {
+		args = append(args, g)
+	}
+	args = append(args, n)
+	rows, err := m.db.Read.QueryContext(ctx, `SELECT c.id, `+found+` AS found FROM memory_chunks c
+		WHERE `+filter+` AND (`+anyOf+`)
+		ORDER BY found DESC, c.created_at DESC, c.id DESC LIMIT ?`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("memory: substring search: %w", err)
+	}
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		var found int
+		if err := rows.Scan(&id, &found); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("memory: substring search: %w", err)
+		}
+		ids = append(ids, id)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("memory: substring search: %w", err)
+	}
+	out, err := m.load(ctx, ids)
+	if err != nil {
+		return nil, fmt.Errorf("memory: substring search: %w", err)
+	}
+	return out, nil
 }
 
 // queryVector embeds the query text, within QueryTimeout; ok is false when there is no
@@ -321,10 +452,10 @@ func (h *topK) Pop() any {
 }
 
 // semantic is the vector ranking, best first: every stored vector of the current
-// model in the query's namespaces is compared with qv. Chunks with no positive
-// similarity are left out. known holds candidates already loaded, to avoid reading
+// model in the query's namespaces is compared with qv. Chunks whose similarity is not
+// above MinSimilarity are left out. lexical holds candidates already loaded, to avoid reading
 // them twice.
-func (m *Memory) semantic(ctx context.Context, qv []float32, filter string, filterArgs []any, n int, known []candidate) ([]candidate, error) {
+func (m *Memory) semantic(ctx context.Context, qv []float32, filter string, filterArgs []any, n int, lexical []candidate) ([]candidate, error) {
 	args := append([]any{m.emb.Model()}, filterArgs...)
 	rows, err := m.db.Read.QueryContext(ctx, `SELECT c.id, c.embedding FROM memory_chunks c
 		WHERE c.embed_model = ? AND c.embedding IS NOT NULL AND `+filter, args...)
@@ -340,7 +471,7 @@ func (m *Memory) semantic(ctx context.Context, qv []float32, filter string, filt
 			return nil, fmt.Errorf("memory: vector search: %w", err)
 		}
 		sim, ok := dotEncoded(qv, blob)
-		if !ok || sim <= 0 || math.IsNaN(sim) {
+		if !ok || sim <= m.opts.MinSimilarity || math.IsNaN(sim) {
 			continue
 		}
 		if len(h) < n {
@@ -358,33 +489,26 @@ func (m *Memory) semantic(ctx context.Context, qv []float32, filter string, filt
 	for i := len(h) - 1; i >= 0; i-- {
 		best[i] = heap.Pop(&h).(scored)
 	}
-	byID := map[int64]candidate{}
-	for _, c := range known {
-		byID[c.id] = c
+	known := make(map[int64]candidate, len(lexical))
+	for _, c := range lexical {
+		known[c.id] = c
 	}
-	var missing []any
+	var missing []int64
 	for _, s := range best {
-		if _, ok := byID[s.id]; !ok {
+		if _, ok := known[s.id]; !ok {
 			missing = append(missing, s.id)
 		}
 	}
-	if len(missing) > 0 {
-		rows, err := m.db.Read.QueryContext(ctx, `SELECT id, namespace, source, source_ref, content, created_at
-			FROM memory_chunks WHERE id IN (`+placeholders(len(missing))+`)`, missing...)
-		if err != nil {
-			return nil, fmt.Errorf("memory: vector search: %w", err)
-		}
-		loaded, err := scanCandidates(rows)
-		if err != nil {
-			return nil, fmt.Errorf("memory: vector search: %w", err)
-		}
-		for _, c := range loaded {
-			byID[c.id] = c
-		}
+	loaded, err := m.load(ctx, missing)
+	if err != nil {
+		return nil, fmt.Errorf("memory: vector search: %w", err)
+	}
+	for _, c := range loaded {
+		known[c.id] = c
 	}
 	out := make([]candidate, 0, len(best))
 	for _, s := range best {
-		if c, ok := byID[s.id]; ok { // a chunk deleted meanwhile is simply gone
+		if c, ok := known[s.id]; ok { // a chunk deleted meanwhile is simply gone
 			out = append(out, c)
 		}
 	}
@@ -400,7 +524,6 @@ func (m *Memory) fuse(rankings ...[]candidate) []candidate {
 		for i, c := range ranking {
 			got, ok := byID[c.id]
 			if !ok {
-				c := c
 				c.score = 0
 				got = &c
 				byID[c.id] = got
@@ -495,12 +618,18 @@ func (m *Memory) episodes(ctx context.Context, ranked []candidate, terms []strin
 			if e.key != key || !slices.ContainsFunc(window, func(w episodeChunk) bool { return e.has(w.id) }) {
 				continue
 			}
+			var extra []episodeChunk
 			for _, w := range window {
 				if !e.has(w.id) {
-					e.chunks = append(e.chunks, w)
+					extra = append(extra, w)
 				}
 			}
-			slices.SortFunc(e.chunks, func(a, b episodeChunk) int { return compareInt64(a.id, b.id) })
+			// A run of matches in one long document grows its episode only up to a
+			// bound; past it the match counts for the hit without adding more text.
+			if len(e.chunks)+len(extra) <= maxEpisodeChunks(m.opts.EpisodeWindow) {
+				e.chunks = append(e.chunks, extra...)
+				slices.SortFunc(e.chunks, func(a, b episodeChunk) int { return compareInt64(a.id, b.id) })
+			}
 			e.hit.Matched = append(e.hit.Matched, c.id)
 			joined = true
 			break
@@ -533,6 +662,9 @@ func (m *Memory) episodes(ctx context.Context, ranked []candidate, terms []strin
 	}
 	return hits, nil
 }
+
+// maxEpisodeChunks bounds an episode: two overlapping windows' worth.
+func maxEpisodeChunks(window int) int { return 2*max(window, 0) + 3 }
 
 // window returns c with up to EpisodeWindow chunks of the same document on each side,
 // in text order (chunks of a document are stored in text order, so by id).

@@ -299,6 +299,22 @@ func TestEpisodeWindows(t *testing.T) {
 		t.Errorf("merged episode lacks a match: %q", hits[0].Text)
 	}
 
+	// A word in every chunk: episodes stay bounded and together cover the matches.
+	hits, err = m.Search(ctx, Query{Namespaces: []string{"user:alice"}, Text: "ref", Limit: 20})
+	if err != nil || len(hits) == 0 {
+		t.Fatalf("ref hits = %d, %v", len(hits), err)
+	}
+	matched := 0
+	for _, h := range hits {
+		if len(h.ChunkIDs) > maxEpisodeChunks(DefaultEpisodeWindow) {
+			t.Errorf("episode of %d chunks", len(h.ChunkIDs))
+		}
+		matched += len(h.Matched)
+	}
+	if matched != len(ids) || len(hits) >= len(ids) {
+		t.Errorf("%d hits with %d matches for %d chunks", len(hits), matched, len(ids))
+	}
+
 	// Without windows a hit is its chunk alone (the sentence sits in two chunks, one
 	// of them as overlap, so there are two hits).
 	solo := New(db, Options{EpisodeWindow: -1, Clock: func() time.Time { return testNow }})
@@ -330,5 +346,47 @@ func TestRecallAndFormatHits(t *testing.T) {
 	}
 	if FormatHits(nil, 0) != "No memories found.\n" {
 		t.Error("FormatHits of nothing")
+	}
+}
+
+func TestSearchCJK(t *testing.T) {
+	ctx := context.Background()
+	m, _, _ := newMemory(t, Options{})
+	for _, d := range []struct{ ns, ref, text string }{
+		{"user:alice", "tokyo", "私は東京に住んでいます。毎朝電車で会社へ行きます。"},
+		{"user:alice", "osaka", "明日は大阪へ出張します。新幹線の切符を買いました。"},
+		{"user:alice", "english", "Alice moved to Tokyo in 2024."},
+		{"user:bob", "bob-tokyo", "東京の天気は雨です。"},
+		{"user:alice", "korean", "내일 서울에서 회의가 있습니다."},
+	} {
+		mustIndex(t, m, Doc{Namespace: d.ns, Source: SourceNote, SourceRef: d.ref, Text: d.text, Ephemeral: true})
+	}
+	for _, tc := range []struct {
+		query string
+		want  []string
+	}{
+		{"東京", []string{"tokyo"}},
+		{"大阪の出張", []string{"osaka"}},
+		{"新幹線", []string{"osaka"}},
+		{"東京 Tokyo", []string{"tokyo", "english"}},
+		{"서울", []string{"korean"}},
+		{"京都", nil},
+	} {
+		t.Run(tc.query, func(t *testing.T) {
+			hits, err := m.Search(ctx, Query{Namespaces: []string{"user:alice"}, Text: tc.query})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := refs(hits)
+			slices.Sort(got)
+			want := slices.Clone(tc.want)
+			slices.Sort(want)
+			if !slices.Equal(got, want) {
+				t.Errorf("hits = %q, want %q", got, want)
+			}
+		})
+	}
+	if got := cjkGrams([]string{"東京タワー", "雨", "tokyo", "東京"}); !slices.Equal(got, []string{"東京", "京タ", "タワ", "ワー", "雨"}) {
+		t.Errorf("cjkGrams = %q", got)
 	}
 }

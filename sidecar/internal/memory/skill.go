@@ -21,6 +21,13 @@ import (
 // SkillName is the name the agent calls: istota skill memory_search ….
 const SkillName = "memory_search"
 
+// skillSearchLimit and skillHitRunes keep a search's output to a few thousand
+// characters of the agent's context unless it asks for more with --limit.
+const (
+	skillSearchLimit = 5
+	skillHitRunes    = 1200
+)
+
 // Fact is a knowledge-graph triple as the skill shows and adds it. The wiring adapts
 // the knowledge package's own type to this one.
 type Fact struct {
@@ -69,7 +76,7 @@ memory_search timeline [--channel TOKEN] [--json] SUBJECT
 memory_search add-fact [--ephemeral] [--from DATE] SUBJECT PREDICATE OBJECT...
 memory_search invalidate [--at DATE] ID
 memory_search delete-fact ID
-Searches and changes only your own memory. --channel TOKEN adds the memory of the Talk conversation this task belongs to (read-only; no other conversation).
+Search shows the best 5 hits unless --limit says otherwise. Searches and changes only your own memory. --channel TOKEN adds the memory of the Talk conversation this task belongs to (read-only; no other conversation).
 DATE is YYYY-MM-DD or YYYY-MM-DDTHH:MM[:SS][Z|±HH:MM], UTC unless it says otherwise. --source filters by conversation, memory_file, user_md, channel_md, fact or note.`
 
 // Skill returns the memory_search skill. facts may be nil (the fact subcommands then
@@ -179,7 +186,7 @@ func (r skillRun) search(ctx context.Context, args []string) skills.Result {
 	if text == "" {
 		return skills.Usagef("search: give the words to look for, e.g. istota skill memory_search search flight Lisbon")
 	}
-	q := Query{Text: text, Sources: fl.all("source")}
+	q := Query{Text: text, Sources: fl.all("source"), Limit: skillSearchLimit}
 	if v, ok := fl.value("limit"); ok {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > MaxLimit {
@@ -224,7 +231,7 @@ func (r skillRun) search(ctx context.Context, args []string) skills.Result {
 		}
 		return jsonResult(out)
 	}
-	return skills.Result{Stdout: []byte(FormatHits(hits, 1500))}
+	return skills.Result{Stdout: []byte(FormatHits(hits, skillHitRunes))}
 }
 
 func (r skillRun) index(ctx context.Context, args []string) skills.Result {
