@@ -44,7 +44,8 @@ check: lint test ## lint and test
 bench: deps ## report throughput and latency figures (Go benchmarks) into bench.txt
 	{ $(GO) test -tags $(GOTAGS) -run '^$$' -bench Intake -benchtime 3000x -count 1 ./sidecar/internal/httpapi && \
 	  $(GO) test -tags $(GOTAGS) -run '^$$' -bench TalkRoundTrip -benchtime 10x -count 1 -timeout 20m ./sidecar/e2e && \
-	  $(GO) test -tags $(GOTAGS) -run '^$$' -bench . -count 1 -timeout 20m ./sidecar/internal/sandbox; } | tee bench.txt
+	  $(GO) test -tags $(GOTAGS) -run '^$$' -bench . -count 1 -timeout 20m ./sidecar/internal/sandbox && \
+	  $(GO) test -tags $(GOTAGS) -run '^$$' -bench . -count 1 -timeout 20m ./sidecar/internal/memory; } | tee bench.txt
 
 fmt: ## format Go code
 	gofmt -w sidecar

@@ -69,4 +69,16 @@ func TestSleepCycleWithTheRealCLI(t *testing.T) {
 	if out, _, err := runCLI(t, f.sc.cfgPath, "sleep", "-u", "alice"); err != nil || !strings.Contains(out, "nothing to do") {
 		t.Fatalf("second run: %v %s", err, out)
 	}
+
+	// What was remembered is there for the user to see, at once.
+	f.sc.start()
+	f.say(t, token, 4, "alice", "!memory facts")
+	f.say(t, token, 5, "alice", "!memory search tea")
+	msgs := f.waitMessages(t, 3, time.Minute)
+	if !strings.Contains(msgs[1].Message, "alice drinks green tea") {
+		t.Errorf("!memory facts = %q", msgs[1].Message)
+	}
+	if !strings.Contains(msgs[2].Message, "green tea") {
+		t.Errorf("!memory search = %q", msgs[2].Message)
+	}
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/istota/istota/sidecar/internal/intake"
 	"github.com/istota/istota/sidecar/internal/knowledge"
 	"github.com/istota/istota/sidecar/internal/kv"
+	"github.com/istota/istota/sidecar/internal/memory"
 	"github.com/istota/istota/sidecar/internal/netproxy"
 	"github.com/istota/istota/sidecar/internal/outbox"
 	"github.com/istota/istota/sidecar/internal/queue"
@@ -43,6 +44,7 @@ import (
 type sidecar struct {
 	files    *workspace.Workspace // nil without a bot account
 	graph    *knowledge.Graph
+	mem      *memory.Memory
 	cfg      config.Config
 	log      *slog.Logger
 	lock     *processLock
@@ -147,9 +149,17 @@ func openSidecar(ctx context.Context, cfg config.Config, log *slog.Logger, servi
 		return nil, err
 	}
 	s.graph = knowledge.New(s.db, knowledge.Options{})
+	if s.mem, err = s.openMemory(); err != nil {
+		return nil, err
+	}
+	if err := memory.RegisterSkill(registry, s.mem, factStore{s.graph}, taskConversations{s.queue}); err != nil {
+		return nil, err
+	}
 	s.exec = executor.New(s.db, s.queue, s.outbox, brain, s.launcher, executor.Options{
 		Files:               files,
 		Facts:               s.graph,
+		Memory:              s.mem,
+		Recall:              cfg.Memory.Recall,
 		DatedDays:           cfg.Memory.DatedDays,
 		MaxMemoryChars:      cfg.Memory.MaxMemoryChars,
 		BotName:             cfg.Talk.BotName,
@@ -186,6 +196,7 @@ func openSidecar(ctx context.Context, cfg config.Config, log *slog.Logger, servi
 		BotName:   cfg.Talk.BotName,
 		Logger:    log.With("component", "intake"),
 		Canceller: s.pool,
+		Memory:    memoryView{dataDir: s.cfg.DataDir, botDir: strings.ToLower(cfg.Talk.BotName), graph: s.graph, mem: s.mem},
 		OnTask:    s.pool.Wake,
 		OnReply:   s.outbox.Wake,
 	})

@@ -73,6 +73,8 @@ func (s *sidecar) newSleepCycle() (*sleep.Cycle, error) {
 		BotDir:        strings.ToLower(s.cfg.Talk.BotName),
 		Cron:          s.cfg.Memory.SleepCron,
 		RetentionDays: s.cfg.Memory.RetentionDays,
+		Indexer:       sleepIndexer{s.mem},
+		Retainer:      s.mem,
 		Logger:        s.log.With("component", "sleep"),
 	})
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/istota/istota/sidecar/internal/convlog"
 	"github.com/istota/istota/sidecar/internal/deferred"
 	"github.com/istota/istota/sidecar/internal/knowledge"
+	"github.com/istota/istota/sidecar/internal/memory"
 	"github.com/istota/istota/sidecar/internal/outbox"
 	"github.com/istota/istota/sidecar/internal/prompt"
 	"github.com/istota/istota/sidecar/internal/queue"
@@ -87,9 +88,19 @@ type Options struct {
 	Deferred Deferred
 	// Facts gives the knowledge facts relevant to a request; nil adds none.
 	Facts Facts
+	// Memory indexes each finished conversation turn and, with Recall, adds memories
+	// found by search to prompts; nil does neither.
+	Memory Memory
+	Recall bool
 	// Files syncs the user's and the conversation's folders with Nextcloud around each
 	// run; nil works on the local mirrors only (no bot account configured).
 	Files Files
+}
+
+// Memory is the searchable memory index.
+type Memory interface {
+	IndexConversation(ctx context.Context, ns string, taskID int64, turns []memory.Turn) (int, error)
+	Recall(ctx context.Context, namespaces []string, text string, limit int) ([]string, error)
 }
 
 // Facts finds knowledge facts relevant to a text in a namespace ("user:<uid>").
@@ -298,6 +309,30 @@ func (e *Executor) complete(t queue.Task, res brain.Result, log *slog.Logger) {
 	}
 	log.Info("task completed", "input_tokens", res.InputTokens, "output_tokens", res.OutputTokens, "turns", res.NumTurns)
 	e.opts.OnReply()
+	e.indexConversation(ctx, t, answer, log)
+}
+
+// indexConversation makes the finished exchange searchable, in the user's namespace and
+// the conversation's. Scheduled and briefing runs are not conversations and stay out.
+func (e *Executor) indexConversation(ctx context.Context, t queue.Task, answer string, log *slog.Logger) {
+	if e.opts.Memory == nil || t.Source == queue.SourceCron || t.Source == queue.SourceBriefing {
+		return
+	}
+	u, _ := e.loadUser(ctx, t.UserID)
+	who := u.DisplayName
+	if who == "" {
+		who = t.UserID
+	}
+	now := e.opts.Clock()
+	turns := []memory.Turn{{Speaker: who, Text: t.Prompt, At: t.CreatedAt}, {Speaker: e.opts.BotName, Text: answer, At: now}}
+	if _, err := e.opts.Memory.IndexConversation(ctx, memory.UserNamespace(t.UserID), t.ID, turns); err != nil {
+		log.Warn("indexing the conversation for memory search failed", "err", err)
+	}
+	if t.ConversationToken != "" {
+		if _, err := e.opts.Memory.IndexConversation(ctx, memory.ChannelNamespace(t.ConversationToken), t.ID, turns); err != nil {
+			log.Warn("indexing the conversation for the channel's memory failed", "err", err)
+		}
+	}
 }
 
 func (e *Executor) fail(t queue.Task, res brain.Result, runErr error, log *slog.Logger) {
@@ -498,6 +533,17 @@ func (e *Executor) buildPrompt(ctx context.Context, t queue.Task, workspace stri
 			for _, f := range facts {
 				in.Facts = append(in.Facts, f.String())
 			}
+		}
+		if e.opts.Recall && e.opts.Memory != nil {
+			namespaces := []string{memory.UserNamespace(t.UserID)}
+			if t.ConversationToken != "" {
+				namespaces = append(namespaces, memory.ChannelNamespace(t.ConversationToken))
+			}
+			recalled, err := e.opts.Memory.Recall(ctx, namespaces, t.Prompt, 5)
+			if err != nil {
+				e.opts.Logger.Warn("memory recall failed; answering without it", "task_id", t.ID, "err", err)
+			}
+			in.Recalled = recalled
 		}
 	}
 	in.MaxMemoryChars = e.opts.MaxMemoryChars

@@ -49,6 +49,9 @@ func (in *Intake) runCommand(ctx context.Context, tx *sql.Tx, name, args string,
 	case "respond":
 		text, err := in.respond(ctx, tx, args, ev, s, c)
 		return text, nil, err
+	case "memory":
+		text, err := in.memory(ctx, args, s, c, ev.Token)
+		return text, nil, err
 	default:
 		return fmt.Sprintf("Unknown command `!%s`. Send `!help` for the list.", name), nil, nil
 	}
@@ -63,6 +66,8 @@ func (in *Intake) helpText() string {
 		"- `!status` — your running and queued tasks",
 		"- `!stop` — stop your running task and drop your queued ones",
 		"- `!respond all` / `!respond mentions` — in this conversation, answer every message or only mentions (moderators)",
+		"- `!memory user` / `!memory facts` / `!memory search <words>` — what I remember about you (in our private conversation)",
+		"- `!memory channel` — what I keep about this conversation (CHANNEL.md)",
 	}, "\n")
 }
 
@@ -148,4 +153,71 @@ func excerpt(s string, n int) string {
 		return s
 	}
 	return string(r[:n-1]) + "…"
+}
+
+// maxMemoryReply keeps !memory answers to one comfortable Talk message.
+const maxMemoryReply = 6000
+
+func (in *Intake) memory(ctx context.Context, args string, s Sender, c Conversation, token string) (string, error) {
+	if in.opts.Memory == nil {
+		return "Memory is not available on this server.", nil
+	}
+	sub, rest, _ := strings.Cut(strings.TrimSpace(args), " ")
+	sub = strings.ToLower(sub)
+	if sub != "channel" && sub != "" && !c.Private {
+		// Personal memory is never shown where others can read it.
+		return "I only show what I remember about you in our private conversation.", nil
+	}
+	switch sub {
+	case "user":
+		md, err := in.opts.Memory.UserMD(s.UID)
+		if err != nil {
+			return "", err
+		}
+		if strings.TrimSpace(md) == "" {
+			return "Your USER.md is empty. I fill it in over time, and you can edit it in Files.", nil
+		}
+		return "**USER.md**\n\n" + capText(md, maxMemoryReply), nil
+	case "channel":
+		md, err := in.opts.Memory.ChannelMD(token)
+		if err != nil {
+			return "", err
+		}
+		if strings.TrimSpace(md) == "" {
+			return "This conversation has no CHANNEL.md yet.", nil
+		}
+		return "**CHANNEL.md**\n\n" + capText(md, maxMemoryReply), nil
+	case "facts":
+		facts, err := in.opts.Memory.Facts(ctx, s.UID)
+		if err != nil {
+			return "", err
+		}
+		if len(facts) == 0 {
+			return "I know no facts about you yet.", nil
+		}
+		return capText("**Facts**\n- "+strings.Join(facts, "\n- "), maxMemoryReply), nil
+	case "search":
+		q := strings.TrimSpace(rest)
+		if q == "" {
+			return "Use `!memory search <words>`.", nil
+		}
+		hits, err := in.opts.Memory.Search(ctx, s.UID, q)
+		if err != nil {
+			return "", err
+		}
+		if len(hits) == 0 {
+			return "Nothing found for " + q + ".", nil
+		}
+		return capText("**Found**\n- "+strings.Join(hits, "\n- "), maxMemoryReply), nil
+	default:
+		return "Use `!memory user`, `!memory channel`, `!memory facts` or `!memory search <words>`.", nil
+	}
+}
+
+func capText(s string, n int) string {
+	r := []rune(strings.TrimSpace(s))
+	if len(r) <= n {
+		return string(r)
+	}
+	return string(r[:n]) + "\n… (cut; the full text is in your files)"
 }

@@ -90,6 +90,14 @@ type InvalidError struct{ Msg string }
 
 func (e *InvalidError) Error() string { return "invalid event: " + e.Msg }
 
+// MemoryView is what !memory shows: the user's own memory and the conversation's.
+type MemoryView interface {
+	UserMD(uid string) (string, error)
+	ChannelMD(token string) (string, error)
+	Facts(ctx context.Context, uid string) ([]string, error)
+	Search(ctx context.Context, uid, query string) ([]string, error)
+}
+
 // Canceller stops a running task's process group (the worker pool).
 type Canceller interface {
 	Cancel(taskID int64) bool
@@ -102,6 +110,8 @@ type Options struct {
 	Clock     func() time.Time
 	Logger    *slog.Logger
 	Canceller Canceller
+	// Memory answers !memory; nil answers that memory is not available.
+	Memory MemoryView
 	// OnTask and OnReply are wake-up hints for the worker pool and the outbox.
 	OnTask  func()
 	OnReply func()

@@ -382,3 +382,49 @@ func TestSharedFilesReachTheTask(t *testing.T) {
 		}
 	}
 }
+
+type fakeMemory struct{}
+
+func (fakeMemory) UserMD(uid string) (string, error)      { return "# " + uid + "\n- likes tea", nil }
+func (fakeMemory) ChannelMD(token string) (string, error) { return "About " + token, nil }
+func (fakeMemory) Facts(_ context.Context, uid string) ([]string, error) {
+	return []string{uid + " lives_in Berlin"}, nil
+}
+func (fakeMemory) Search(_ context.Context, uid, q string) ([]string, error) {
+	return []string{"2026-11-20: " + uid + " asked about " + q}, nil
+}
+
+func TestMemoryCommands(t *testing.T) {
+	f := newFixture(t)
+	f.in.opts.Memory = fakeMemory{}
+	priv, grp := private("priv0009"), group("team0009")
+	cases := []struct {
+		conv Conversation
+		text string
+		want string
+	}{
+		{priv, "!memory user", "likes tea"},
+		{priv, "!memory facts", "alice lives_in Berlin"},
+		{priv, "!memory search flights", "asked about flights"},
+		{priv, "!memory search", "Use `!memory search <words>`"},
+		{priv, "!memory", "Use `!memory user`"},
+		{grp, "!memory user", "only show what I remember about you in our private conversation"},
+		{grp, "!memory facts", "private conversation"},
+		{grp, "!memory channel", "About team0009"},
+	}
+	for i, c := range cases {
+		f.handle(Payload{Event: event("Create", c.conv.Token, int64(50+i), "alice", c.text, 3), Sender: sender("alice"), Conversation: c.conv})
+	}
+	texts := f.outboxTexts()
+	if len(texts) != len(cases) {
+		t.Fatalf("answers = %q", texts)
+	}
+	for i, c := range cases {
+		if !strings.Contains(texts[i], c.want) {
+			t.Errorf("%s in %s: %q, want %q", c.text, c.conv.Token, texts[i], c.want)
+		}
+		if !c.conv.Private && strings.Contains(texts[i], "likes tea") {
+			t.Errorf("personal memory shown in a group: %q", texts[i])
+		}
+	}
+}
