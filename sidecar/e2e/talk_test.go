@@ -151,6 +151,18 @@ func TestTalkMessageIsAnsweredByClaudeInTheSandbox(t *testing.T) {
 	if strings.Contains(f.sc.logs(), apiKey) || strings.Contains(f.sc.logs(), botSecret) {
 		t.Fatal("a secret appears in the sidecar log")
 	}
+
+	// The tokens the gateway counted are what !usage reports.
+	var in, out int64
+	f.sc.db().QueryRow(`SELECT SUM(input_tokens), SUM(output_tokens) FROM usage WHERE user_id = 'alice'`).Scan(&in, &out)
+	if in == 0 || out == 0 {
+		t.Fatalf("the gateway recorded no usage for alice: in=%d out=%d", in, out)
+	}
+	f.say(t, token, 43, "alice", "!usage")
+	usage := f.waitMessages(t, 3, time.Minute)[2].Message
+	if !strings.Contains(usage, fmt.Sprintf("| Today | %d | %d | 2 |", in, out)) {
+		t.Fatalf("!usage = %q (recorded in=%d out=%d)", usage, in, out)
+	}
 }
 
 func TestSidecarCrashDuringRunCompletesTheTaskOnce(t *testing.T) {

@@ -24,6 +24,7 @@ import (
 	"github.com/istota/istota/sidecar/internal/prompt"
 	"github.com/istota/istota/sidecar/internal/queue"
 	"github.com/istota/istota/sidecar/internal/store"
+	"github.com/istota/istota/sidecar/internal/usage"
 	"github.com/istota/istota/sidecar/internal/workspace"
 )
 
@@ -88,6 +89,9 @@ type Options struct {
 	Deferred Deferred
 	// Facts gives the knowledge facts relevant to a request; nil adds none.
 	Facts Facts
+	// Usage records each run's cost estimate (token counts come from the gateway);
+	// nil records nothing.
+	Usage UsageRecorder
 	// Memory indexes each finished conversation turn and, with Recall, adds memories
 	// found by search to prompts; nil does neither.
 	Memory Memory
@@ -95,6 +99,11 @@ type Options struct {
 	// Files syncs the user's and the conversation's folders with Nextcloud around each
 	// run; nil works on the local mirrors only (no bot account configured).
 	Files Files
+}
+
+// UsageRecorder stores model usage.
+type UsageRecorder interface {
+	Record(ctx context.Context, e usage.Entry) error
 }
 
 // Memory is the searchable memory index.
@@ -166,7 +175,7 @@ func (e *Executor) Prompt(ctx context.Context, t queue.Task) (string, error) {
 	return e.buildPrompt(ctx, t, "/workspace")
 }
 
-func (e *Executor) run(ctx context.Context, t queue.Task, log *slog.Logger) (brain.Result, error) {
+func (e *Executor) run(ctx context.Context, t queue.Task, log *slog.Logger) (res brain.Result, err error) {
 	ws, err := e.prepareWorkspace(t)
 	if err != nil {
 		return brain.Result{}, err
@@ -199,7 +208,8 @@ func (e *Executor) run(ctx context.Context, t queue.Task, log *slog.Logger) (bra
 		return brain.Result{}, fmt.Errorf("create the deferred operations folder: %w", err)
 	}
 	progress := newProgress(e, t, log)
-	res, err := e.brain.Run(runCtx, brain.Request{
+	defer func() { e.recordCost(t, res, log) }()
+	res, err = e.brain.Run(runCtx, brain.Request{
 		TaskID:   t.ID,
 		UserID:   t.UserID,
 		Prompt:   text,
@@ -359,6 +369,19 @@ func (e *Executor) fail(t queue.Task, res brain.Result, runErr error, log *slog.
 		return
 	}
 	log.Info("task will be retried", "reason", reason, "transient", res.Transient, "retry_at", retryAt)
+}
+
+// recordCost stores the agent's own cost estimate of a run, failed runs included: the
+// model was paid for either way.
+func (e *Executor) recordCost(t queue.Task, res brain.Result, log *slog.Logger) {
+	if e.opts.Usage == nil || res.CostUSD == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := e.opts.Usage.Record(ctx, usage.Entry{At: e.opts.Clock(), UserID: t.UserID, TaskID: t.ID, Model: e.opts.Model, CostUSD: res.CostUSD}); err != nil {
+		log.Warn("recording the run's cost failed", "err", err)
+	}
 }
 
 // NotifyFailure tells the user, in the same transaction that fails the task for good,

@@ -49,6 +49,9 @@ func (in *Intake) runCommand(ctx context.Context, tx *sql.Tx, name, args string,
 	case "respond":
 		text, err := in.respond(ctx, tx, args, ev, s, c)
 		return text, nil, err
+	case "usage":
+		text, err := in.usageText(ctx, s)
+		return text, nil, err
 	case "memory":
 		text, err := in.memory(ctx, args, s, c, ev.Token)
 		return text, nil, err
@@ -68,6 +71,7 @@ func (in *Intake) helpText() string {
 		"- `!respond all` / `!respond mentions` — in this conversation, answer every message or only mentions (moderators)",
 		"- `!memory user` / `!memory facts` / `!memory search <words>` — what I remember about you (in our private conversation)",
 		"- `!memory channel` — what I keep about this conversation (CHANNEL.md)",
+		"- `!usage` — the model tokens and cost of your requests today, this week and this month",
 	}, "\n")
 }
 
@@ -220,4 +224,33 @@ func capText(s string, n int) string {
 		return string(r)
 	}
 	return string(r[:n]) + "\n… (cut; the full text is in your files)"
+}
+
+// usageText sums the user's model usage by their own calendar: today, this week (from
+// Monday) and this month.
+func (in *Intake) usageText(ctx context.Context, s Sender) (string, error) {
+	if in.opts.Usage == nil {
+		return "Usage is not recorded on this server.", nil
+	}
+	loc, err := time.LoadLocation(s.Timezone)
+	if err != nil || s.Timezone == "" {
+		loc = time.UTC
+	}
+	now := in.opts.Clock().In(loc)
+	today := time.Date(now.Year(), now.Month(), now.Day(), 0, 0, 0, 0, loc)
+	week := today.AddDate(0, 0, -((int(today.Weekday()) + 6) % 7))
+	month := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, loc)
+	var b strings.Builder
+	b.WriteString("| | input tokens | output tokens | requests | cost |\n|---|---:|---:|---:|---:|\n")
+	for _, p := range []struct {
+		name  string
+		since time.Time
+	}{{"Today", today}, {"This week", week}, {"This month", month}} {
+		t, err := in.opts.Usage.Since(ctx, s.UID, p.since)
+		if err != nil {
+			return "", fmt.Errorf("usage: %w", err)
+		}
+		fmt.Fprintf(&b, "| %s | %d | %d | %d | $%.2f |\n", p.name, t.InputTokens+t.CacheRead+t.CacheCreation, t.OutputTokens, t.Requests, t.CostUSD)
+	}
+	return strings.TrimSpace(b.String()), nil
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/istota/istota/sidecar/internal/queue"
 	"github.com/istota/istota/sidecar/internal/store"
 	"github.com/istota/istota/sidecar/internal/talk"
+	"github.com/istota/istota/sidecar/internal/usage"
 )
 
 // Payload is the body of POST /v1/talk/events (docs/app-sidecar-protocol.md).
@@ -98,6 +99,11 @@ type MemoryView interface {
 	Search(ctx context.Context, uid, query string) ([]string, error)
 }
 
+// UsageView sums a user's model usage since a time.
+type UsageView interface {
+	Since(ctx context.Context, uid string, since time.Time) (usage.Totals, error)
+}
+
 // Canceller stops a running task's process group (the worker pool).
 type Canceller interface {
 	Cancel(taskID int64) bool
@@ -112,6 +118,8 @@ type Options struct {
 	Canceller Canceller
 	// Memory answers !memory; nil answers that memory is not available.
 	Memory MemoryView
+	// Usage answers !usage; nil answers that usage is not recorded.
+	Usage UsageView
 	// OnTask and OnReply are wake-up hints for the worker pool and the outbox.
 	OnTask  func()
 	OnReply func()

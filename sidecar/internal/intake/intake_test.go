@@ -15,6 +15,7 @@ import (
 	"github.com/istota/istota/sidecar/internal/queue"
 	"github.com/istota/istota/sidecar/internal/store"
 	"github.com/istota/istota/sidecar/internal/talk"
+	"github.com/istota/istota/sidecar/internal/usage"
 )
 
 type fixture struct {
@@ -425,6 +426,40 @@ func TestMemoryCommands(t *testing.T) {
 		}
 		if !c.conv.Private && strings.Contains(texts[i], "likes tea") {
 			t.Errorf("personal memory shown in a group: %q", texts[i])
+		}
+	}
+}
+
+type fakeUsage struct{ sinces []time.Time }
+
+func (f *fakeUsage) Since(_ context.Context, uid string, since time.Time) (usage.Totals, error) {
+	f.sinces = append(f.sinces, since)
+	return usage.Totals{InputTokens: int64(100 * len(f.sinces)), OutputTokens: 7, Requests: 2, CostUSD: 0.125}, nil
+}
+
+func TestUsageCommandUsesTheUsersCalendar(t *testing.T) {
+	f := newFixture(t) // the clock says Sunday 2026-11-22 10:00 UTC = 11:00 in Berlin
+	fu := &fakeUsage{}
+	f.in.opts.Usage = fu
+	f.handle(Payload{Event: event("Create", "priv0010", 1, "alice", "!usage", 0), Sender: sender("alice"), Conversation: private("priv0010")})
+	berlin, _ := time.LoadLocation("Europe/Berlin")
+	want := []time.Time{
+		time.Date(2026, 11, 22, 0, 0, 0, 0, berlin), // today
+		time.Date(2026, 11, 16, 0, 0, 0, 0, berlin), // Monday
+		time.Date(2026, 11, 1, 0, 0, 0, 0, berlin),  // the 1st
+	}
+	if len(fu.sinces) != 3 {
+		t.Fatalf("sums = %v", fu.sinces)
+	}
+	for i := range want {
+		if !fu.sinces[i].Equal(want[i]) {
+			t.Errorf("period %d starts %s, want %s", i, fu.sinces[i], want[i])
+		}
+	}
+	text := f.outboxTexts()[0]
+	for _, w := range []string{"Today | 100 | 7 | 2 | $0.12", "This week | 200", "This month | 300"} {
+		if !strings.Contains(text, w) {
+			t.Errorf("!usage = %q, want %q", text, w)
 		}
 	}
 }
