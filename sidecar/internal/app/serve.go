@@ -243,7 +243,8 @@ func (s *sidecar) openFiles() (executor.Files, error) {
 }
 
 // retryPushes keeps trying the pushes that failed (Nextcloud was down) until they land,
-// so an edit reaches Nextcloud even when no new task comes.
+// so an edit reaches Nextcloud even when no new task comes. On the same tick it moves
+// files users shared with the bot into their shared/ folders.
 func (s *sidecar) retryPushes(ctx context.Context) {
 	t := time.NewTicker(2 * time.Minute)
 	defer t.Stop()
@@ -252,6 +253,13 @@ func (s *sidecar) retryPushes(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		}
+		moved, err := s.files.SortIncomingShares(ctx)
+		for _, p := range moved {
+			s.log.Info("moved a file shared with the bot", "path", p)
+		}
+		if err != nil && ctx.Err() == nil {
+			s.log.Warn("could not sort files shared with the bot", "err", err)
 		}
 		if len(s.files.Unsynced()) == 0 {
 			continue

@@ -252,3 +252,51 @@ func (c *Client) ShareWithUser(ctx context.Context, name, uid string, permission
 	}
 	return Share{}, false, err
 }
+
+// IncomingShare is a file or folder another user shared with the bot account, as the
+// bot sees it (ShareAPIController::formatShare for ?shared_with_me=true).
+type IncomingShare struct {
+	ID string
+	// Owner is uid_owner: the user who shared it with the bot (for a reshare, the
+	// resharer, not the file's owner).
+	Owner string
+	// Path is where the share is mounted in the bot's files, relative to its root and
+	// without a leading slash, exactly as Nextcloud sent it: check it with
+	// ValidatePath before use.
+	Path     string
+	ItemType string // "file" | "folder"
+}
+
+type wireIncoming struct {
+	ID         flexString `json:"id"`
+	Owner      flexString `json:"uid_owner"`
+	Path       flexString `json:"path"`
+	FileTarget flexString `json:"file_target"`
+	ItemType   string     `json:"item_type"`
+}
+
+// User is the bot account's user id.
+func (c *Client) User() string { return c.user }
+
+// SharedWithMe lists the shares other users made with the bot account
+// (GET …/shares?shared_with_me=true). Nextcloud already leaves out shares the bot owns.
+func (c *Client) SharedWithMe(ctx context.Context) ([]IncomingShare, error) {
+	var ws []wireIncoming
+	if err := c.ocs(ctx, http.MethodGet, "", url.Values{"shared_with_me": {"true"}}, nil, &ws); err != nil {
+		return nil, err
+	}
+	out := make([]IncomingShare, len(ws))
+	for i, w := range ws {
+		// "path" follows the node wherever the bot moved it; file_target is the
+		// mount point recorded on the share and is the fallback formatShare itself uses.
+		p := string(w.Path)
+		if p == "" {
+			p = string(w.FileTarget)
+		}
+		out[i] = IncomingShare{
+			ID: string(w.ID), Owner: string(w.Owner), ItemType: w.ItemType,
+			Path: strings.TrimPrefix(p, "/"),
+		}
+	}
+	return out, nil
+}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"sort"
 	"strings"
 	"testing"
@@ -485,5 +486,108 @@ func TestValidatePath(t *testing.T) {
 		if err != nil && !errors.Is(err, webdav.ErrBadPath) {
 			t.Errorf("ValidatePath(%q) error is not ErrBadPath: %v", tc.p, err)
 		}
+	}
+}
+
+func TestSharedWithMe(t *testing.T) {
+	ctx := context.Background()
+	srv := newServer(t, davtest.InfinityServe)
+	c := newClient(t, srv, nil)
+	if c.User() != "istota" {
+		t.Fatalf("User() = %q", c.User())
+	}
+	srv.WriteFile("report.pdf", "pdf")
+	fileID := srv.AddIncomingShare("report.pdf", "alice")
+	srv.WriteFile("Photos/a.jpg", "jpg")
+	folderID := srv.AddIncomingShare("/Photos", "bob")
+	srv.AddShare("report.pdf", "bob", webdav.PermRead) // the bot's own share: not listed
+
+	got, err := c.SharedWithMe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []webdav.IncomingShare{
+		{ID: fileID, Owner: "alice", Path: "report.pdf", ItemType: "file"},
+		{ID: folderID, Owner: "bob", Path: "Photos", ItemType: "folder"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("SharedWithMe = %+v, want %+v", got, want)
+	}
+
+	// A moved share is listed where it now is.
+	if err := c.MkdirAll(ctx, "Users/alice/shared"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Move(ctx, "report.pdf", "Users/alice/shared/report.pdf", false); err != nil {
+		t.Fatal(err)
+	}
+	got, err = c.SharedWithMe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].Path != "Users/alice/shared/report.pdf" {
+		t.Fatalf("after the move: %+v", got)
+	}
+}
+
+// Nextcloud versions and proxies differ in small ways: numeric ids, a null "path"
+// (file_target is then the recipient's path), an OCS failure inside a 200.
+func TestSharedWithMeWireVariants(t *testing.T) {
+	tests := []struct {
+		name    string
+		status  int
+		body    string
+		want    []webdav.IncomingShare
+		wantErr error
+	}{
+		{
+			name:   "numeric id, null path",
+			status: http.StatusOK,
+			body:   `{"ocs":{"meta":{"status":"ok","statuscode":200,"message":"OK"},"data":[{"id":42,"uid_owner":"alice","path":null,"file_target":"/Shared/x.md","item_type":"file"}]}}`,
+			want:   []webdav.IncomingShare{{ID: "42", Owner: "alice", Path: "Shared/x.md", ItemType: "file"}},
+		},
+		{
+			name:   "empty list",
+			status: http.StatusOK,
+			body:   `{"ocs":{"meta":{"status":"ok","statuscode":200,"message":"OK"},"data":[]}}`,
+			want:   []webdav.IncomingShare{},
+		},
+		{
+			name:    "OCS v1 style failure",
+			status:  http.StatusOK,
+			body:    `{"ocs":{"meta":{"status":"failure","statuscode":997,"message":"Unauthorised"},"data":[]}}`,
+			wantErr: webdav.ErrUnauthorized,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var query, header string
+			hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				query, header = r.URL.RawQuery, r.Header.Get("OCS-APIRequest")
+				w.WriteHeader(tt.status)
+				io.WriteString(w, tt.body)
+			}))
+			defer hs.Close()
+			c, err := webdav.New(webdav.Options{URL: hs.URL, User: "istota", Password: password})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := c.SharedWithMe(context.Background())
+			if tt.wantErr != nil {
+				if !errors.Is(err, tt.wantErr) {
+					t.Fatalf("err = %v, want %v", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("got %+v, want %+v", got, tt.want)
+			}
+			if query != "format=json&shared_with_me=true" || header != "true" {
+				t.Fatalf("query %q, OCS-APIRequest %q", query, header)
+			}
+		})
 	}
 }

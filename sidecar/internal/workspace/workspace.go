@@ -46,6 +46,10 @@ type Remote interface {
 	MkdirAll(ctx context.Context, name string) error
 	Delete(ctx context.Context, name, ifMatch string) error
 	ShareWithUser(ctx context.Context, name, uid string, permissions int) (webdav.Share, bool, error)
+	Move(ctx context.Context, from, to string, overwrite bool) error
+	SharedWithMe(ctx context.Context) ([]webdav.IncomingShare, error)
+	// User is the bot account's user id.
+	User() string
 }
 
 // Options configures a Workspace.
@@ -84,6 +88,7 @@ type Workspace struct {
 	locks       map[string]chan struct{} // one per tree key; a held lock is a full channel
 	provisioned map[string]bool          // tree keys provisioned by this process
 	unsynced    map[string]bool          // tree keys whose last sync failed
+	refused     map[string]bool          // incoming share ids already logged as refused
 }
 
 // New returns a Workspace.
@@ -128,6 +133,7 @@ func New(db *store.DB, remote Remote, opts Options) (*Workspace, error) {
 		locks:       map[string]chan struct{}{},
 		provisioned: map[string]bool{},
 		unsynced:    map[string]bool{},
+		refused:     map[string]bool{},
 	}, nil
 }
 

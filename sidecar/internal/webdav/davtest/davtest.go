@@ -28,6 +28,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path"
 	"path/filepath"
@@ -64,6 +65,14 @@ type Share struct {
 	Permissions int
 }
 
+// IncomingShare is a share another user made with the bot, held by the fake OCS
+// endpoint. Path follows MOVEs of the mounted file or folder, as Nextcloud's node id does.
+type IncomingShare struct {
+	ID    string
+	Owner string // uid_owner
+	Path  string // where the bot sees it, with a leading slash
+}
+
 // Server is a running WebDAV + OCS server.
 type Server struct {
 	// URL is the Nextcloud base URL to give the client.
@@ -80,6 +89,7 @@ type Server struct {
 	mu         sync.Mutex
 	hs         *httptest.Server
 	shares     []Share
+	incoming   []IncomingShare
 	nextID     int
 	requests   []string
 	beforeHook func(r *http.Request)
@@ -192,6 +202,25 @@ func (s *Server) AddShare(p, uid string, permissions int) {
 	defer s.mu.Unlock()
 	s.shares = append(s.shares, Share{ID: strconv.Itoa(s.nextID), Path: "/" + strings.Trim(p, "/"), ShareType: 0, ShareWith: uid, Permissions: permissions})
 	s.nextID++
+}
+
+// AddIncomingShare records that owner shared something with the bot, mounted at p in
+// the bot's root. Create the file or folder itself with WriteFile or os.MkdirAll on
+// Path(p). p is stored as given, so a test can serve a hostile path.
+func (s *Server) AddIncomingShare(p, owner string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id := strconv.Itoa(s.nextID)
+	s.nextID++
+	s.incoming = append(s.incoming, IncomingShare{ID: id, Owner: owner, Path: "/" + strings.TrimPrefix(p, "/")})
+	return id
+}
+
+// IncomingShares returns the shares made with the bot, with their current paths.
+func (s *Server) IncomingShares() []IncomingShare {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]IncomingShare(nil), s.incoming...)
 }
 
 // Shares returns the shares held by the OCS endpoint.
@@ -344,6 +373,10 @@ func (s *Server) serveDAV(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	h := &gowebdav.Handler{FileSystem: fsys}
+	if r.Method == "MOVE" {
+		s.serveMove(w, r, h)
+		return
+	}
 	s.mu.Lock()
 	inject := s.inject
 	s.mu.Unlock()
@@ -365,6 +398,39 @@ func (s *Server) serveDAV(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(rec.Code)
 	w.Write(body)
+}
+
+// serveMove moves a file and, like Nextcloud moving a share mount, makes incoming
+// shares at or below the source follow it.
+func (s *Server) serveMove(w http.ResponseWriter, r *http.Request, h http.Handler) {
+	rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+	h.ServeHTTP(rec, r)
+	if rec.status/100 != 2 {
+		return
+	}
+	dst, err := url.Parse(r.Header.Get("Destination"))
+	if err != nil {
+		return
+	}
+	from := strings.TrimPrefix(strings.TrimRight(r.URL.Path, "/"), s.prefix)
+	to := strings.TrimPrefix(strings.TrimRight(dst.Path, "/"), s.prefix)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, in := range s.incoming {
+		if in.Path == from || strings.HasPrefix(in.Path, from+"/") {
+			s.incoming[i].Path = to + strings.TrimPrefix(in.Path, from)
+		}
+	}
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *statusRecorder) WriteHeader(status int) {
+	r.status = status
+	r.ResponseWriter.WriteHeader(status)
 }
 
 func etagListHas(header, etag string) bool {
@@ -482,6 +548,36 @@ func (s *Server) formatShare(sh Share) map[string]any {
 	}
 }
 
+// formatIncoming describes a share made with the bot as Nextcloud does for
+// ?shared_with_me=true: "path" and "file_target" are where the bot sees it.
+func (s *Server) formatIncoming(in IncomingShare) map[string]any {
+	itemType := "file"
+	if ValidRel(strings.Trim(in.Path, "/")) == nil {
+		if st, err := os.Stat(s.Path(strings.Trim(in.Path, "/"))); err == nil && st.IsDir() {
+			itemType = "folder"
+		}
+	}
+	return map[string]any{
+		"id":                     in.ID,
+		"share_type":             0,
+		"uid_owner":              in.Owner,
+		"displayname_owner":      in.Owner,
+		"uid_file_owner":         in.Owner,
+		"displayname_file_owner": in.Owner,
+		"permissions":            31,
+		"stime":                  1700000000,
+		"parent":                 nil,
+		"expiration":             nil,
+		"token":                  nil,
+		"path":                   in.Path,
+		"item_type":              itemType,
+		"file_target":            in.Path,
+		"share_with":             s.opts.BotUser,
+		"share_with_displayname": s.opts.BotUser,
+		"mail_send":              0,
+	}
+}
+
 func (s *Server) serveShares(w http.ResponseWriter, r *http.Request) {
 	if r.Header.Get("OCS-APIRequest") != "true" {
 		// What Nextcloud's SecurityMiddleware does to a basic-auth request without it.
@@ -505,6 +601,16 @@ func (s *Server) serveShares(w http.ResponseWriter, r *http.Request) {
 	}
 	switch r.Method {
 	case http.MethodGet:
+		if r.URL.Query().Get("shared_with_me") == "true" {
+			s.mu.Lock()
+			out := []map[string]any{}
+			for _, in := range s.incoming {
+				out = append(out, s.formatIncoming(in))
+			}
+			s.mu.Unlock()
+			writeOCS(w, http.StatusOK, "", out)
+			return
+		}
 		p := r.URL.Query().Get("path")
 		if p != "" && !exists(p) {
 			writeOCS(w, http.StatusNotFound, "Wrong path, file/folder does not exist", nil)
