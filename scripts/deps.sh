@@ -12,6 +12,7 @@ apt_packages=(
   php-symfony-console php-psr-log php-psr-container
   libxml2-utils       # xmllint, validates appinfo/info.xml
   strace              # the sandbox tests prove ptrace is denied
+  curl perl           # probes the sandbox and proxy tests run inside
   sqlite3
 )
 missing=()
