@@ -1,12 +1,20 @@
 module github.com/istota/istota
 
-go 1.26
+go 1.26.0
 
 ignore ./nextcloud-app/node_modules
 
 require (
 	github.com/BurntSushi/toml v1.6.0
+	github.com/emersion/go-ical v0.0.0-20240127095438-fc1c9d8fb2b6
+	github.com/emersion/go-imap/v2 v2.0.0-beta.8
+	github.com/emersion/go-message v0.18.2
+	github.com/emersion/go-sasl v0.0.0-20241020182733-b788ff22d5a6
+	github.com/emersion/go-smtp v0.25.1
 	github.com/emersion/go-webdav v0.6.0
 	github.com/mattn/go-sqlite3 v1.14.53
 	github.com/robfig/cron/v3 v3.0.1
+	github.com/teambition/rrule-go v1.8.2
 )
+
+require golang.org/x/text v0.43.0 // indirect

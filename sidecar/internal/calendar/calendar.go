@@ -1,0 +1,549 @@
+// Package calendar is the sidecar's CalDAV client for the bot account's calendars on
+// Nextcloud. Users share calendars with the bot account; Nextcloud then lists each one
+// in the bot's calendar home under "<name>_shared_by_<uid>", which is how the sidecar
+// learns whose calendar it is (ForUser). The same client serves the calendar skill,
+// the calendar-conflicts heartbeat and briefings.
+package calendar
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"path"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/emersion/go-ical"
+	"github.com/emersion/go-webdav"
+	"github.com/emersion/go-webdav/caldav"
+)
+
+// Errors callers tell apart.
+var (
+	// ErrNotFound: the calendar object (or the event with that UID) does not exist.
+	ErrNotFound = errors.New("calendar: not found")
+	// ErrPrecondition: the ETag no longer matches (someone else changed the event) or,
+	// on create, an object with that name already exists. Re-read and try again.
+	ErrPrecondition = errors.New("calendar: precondition failed (the event changed on the server)")
+	// ErrRecurring: the event is a recurring series, which Update does not rewrite,
+	// because a partial edit could silently move every occurrence.
+	ErrRecurring = errors.New("calendar: recurring events cannot be updated here")
+	// ErrInvalid: the event or calendar given is not usable (missing fields, path
+	// outside the calendar).
+	ErrInvalid = errors.New("calendar: invalid request")
+)
+
+// queryMargin widens the time range asked of the server; see Events.
+const queryMargin = 24 * time.Hour
+
+// sharedBySep is what Nextcloud appends to a calendar shared with another user:
+// "<calendar-uri>_shared_by_<owner uid>".
+const sharedBySep = "_shared_by_"
+
+// Calendar is one calendar collection in the bot's calendar home.
+type Calendar struct {
+	// Path is the absolute collection path on the server, with a trailing slash.
+	Path string `json:"path"`
+	// ID is the last path segment, e.g. "personal_shared_by_alice"; stable, used to
+	// name the calendar in the skill.
+	ID string `json:"id"`
+	// Name is the display name (may be empty).
+	Name string `json:"name"`
+	// Owner is the Nextcloud user who shared the calendar with the bot, from the
+	// "_shared_by_<uid>" suffix; empty for the bot's own calendars.
+	Owner string `json:"owner,omitempty"`
+}
+
+// Event is one VEVENT, or one occurrence of a recurring one.
+type Event struct {
+	UID         string    `json:"uid"`
+	Summary     string    `json:"summary"`
+	Description string    `json:"description,omitempty"`
+	Location    string    `json:"location,omitempty"`
+	Start       time.Time `json:"start"`
+	// End is exclusive. For all-day events Start and End are midnight UTC of the
+	// first day and of the day after the last.
+	End    time.Time `json:"end"`
+	AllDay bool      `json:"all_day"`
+	// RecurrenceID is the original start of an occurrence of a recurring event; zero
+	// for a single event. Occurrences share the UID, Path and ETag of their series.
+	RecurrenceID time.Time `json:"recurrence_id,omitzero"`
+	// ETag and Path identify the calendar object resource the event lives in.
+	ETag string `json:"etag,omitempty"`
+	Path string `json:"path,omitempty"`
+}
+
+// Recurring reports whether e is an occurrence of a recurring series.
+func (e Event) Recurring() bool { return !e.RecurrenceID.IsZero() }
+
+// Config configures a Client.
+type Config struct {
+	// Endpoint is the DAV root, e.g. "https://cloud.example/remote.php/dav/".
+	Endpoint string
+	// Username and Password are the bot account's credentials (an app password).
+	Username string
+	Password string
+	// HomeSet is the calendar home path. Empty means discover it (current-user-principal,
+	// then calendar-home-set); on Nextcloud that finds /remote.php/dav/calendars/<bot>/.
+	HomeSet string
+	// HTTPClient defaults to a client with a 30 s timeout.
+	HTTPClient *http.Client
+	// Location interprets floating times (no TZID, no "Z"); defaults to UTC.
+	Location *time.Location
+	Logger   *slog.Logger
+}
+
+// Client talks CalDAV to the server as the bot account. It is safe for concurrent use.
+type Client struct {
+	endpoint *url.URL
+	user     string
+	pass     string
+	http     *http.Client
+	dav      *caldav.Client
+	loc      *time.Location
+	log      *slog.Logger
+
+	mu      sync.Mutex
+	homeSet string
+}
+
+// New returns a client; it does not contact the server.
+func New(cfg Config) (*Client, error) {
+	u, err := url.Parse(cfg.Endpoint)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("calendar: endpoint must be an http(s) URL")
+	}
+	if !strings.HasSuffix(u.Path, "/") {
+		u.Path += "/"
+	}
+	if cfg.Username == "" {
+		return nil, fmt.Errorf("calendar: username is required")
+	}
+	hc := cfg.HTTPClient
+	if hc == nil {
+		hc = &http.Client{Timeout: 30 * time.Second}
+	}
+	dav, err := caldav.NewClient(webdav.HTTPClientWithBasicAuth(hc, cfg.Username, cfg.Password), u.String())
+	if err != nil {
+		return nil, fmt.Errorf("calendar: new caldav client: %w", err)
+	}
+	loc := cfg.Location
+	if loc == nil {
+		loc = time.UTC
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	c := &Client{endpoint: u, user: cfg.Username, pass: cfg.Password, http: hc, dav: dav, loc: loc, log: log}
+	if cfg.HomeSet != "" {
+		c.homeSet = dirPath(cfg.HomeSet)
+	}
+	return c, nil
+}
+
+func dirPath(p string) string {
+	if !strings.HasSuffix(p, "/") {
+		return p + "/"
+	}
+	return p
+}
+
+// home returns the calendar home path, discovering it the first time.
+func (c *Client) home(ctx context.Context) (string, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.homeSet != "" {
+		return c.homeSet, nil
+	}
+	principal, err := c.dav.FindCurrentUserPrincipal(ctx)
+	if err != nil {
+		return "", fmt.Errorf("calendar: find current user principal: %w", err)
+	}
+	hs, err := c.dav.FindCalendarHomeSet(ctx, principal)
+	if err != nil {
+		return "", fmt.Errorf("calendar: find calendar home of %s: %w", principal, err)
+	}
+	c.homeSet = dirPath(hs)
+	return c.homeSet, nil
+}
+
+// Calendars lists the calendars in the bot's home: its own and those shared with it.
+func (c *Client) Calendars(ctx context.Context) ([]Calendar, error) {
+	hs, err := c.home(ctx)
+	if err != nil {
+		return nil, err
+	}
+	found, err := c.dav.FindCalendars(ctx, hs)
+	if err != nil {
+		return nil, fmt.Errorf("calendar: list calendars in %s: %w", hs, err)
+	}
+	out := make([]Calendar, 0, len(found))
+	for _, f := range found {
+		if len(f.SupportedComponentSet) > 0 && !slices.Contains(f.SupportedComponentSet, ical.CompEvent) {
+			continue // a task list (VTODO only) is no event calendar
+		}
+		out = append(out, newCalendar(f.Path, f.Name))
+	}
+	slices.SortFunc(out, func(a, b Calendar) int { return strings.Compare(a.Path, b.Path) })
+	return out, nil
+}
+
+func newCalendar(p, name string) Calendar {
+	p = dirPath(p)
+	id := path.Base(strings.TrimSuffix(p, "/"))
+	if un, err := url.PathUnescape(id); err == nil {
+		id = un
+	}
+	cal := Calendar{Path: p, ID: id, Name: name}
+	if i := strings.LastIndex(id, sharedBySep); i > 0 {
+		cal.Owner = id[i+len(sharedBySep):]
+	}
+	return cal
+}
+
+// ForUser returns the calendars uid shared with the bot, so a user's agent only ever
+// sees that user's calendars. The bot's own calendars belong to no user.
+func ForUser(cals []Calendar, uid string) []Calendar {
+	var out []Calendar
+	if uid == "" {
+		return out
+	}
+	for _, c := range cals {
+		if c.Owner == uid {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// Events returns the events of cal that overlap [from, to), sorted by start. Recurring
+// events are expanded into their occurrences in the range (RRULE, EXDATE and
+// RECURRENCE-ID overrides); each occurrence has RecurrenceID set.
+func (c *Client) Events(ctx context.Context, cal Calendar, from, to time.Time) ([]Event, error) {
+	if !to.After(from) {
+		return nil, fmt.Errorf("%w: the range end must be after its start", ErrInvalid)
+	}
+	q := &caldav.CalendarQuery{
+		CompRequest: caldav.CalendarCompRequest{Name: ical.CompCalendar, AllProps: true, AllComps: true},
+		CompFilter: caldav.CompFilter{
+			Name: ical.CompCalendar,
+			// The server's window is a day wider on each side and the exact range is
+			// applied here: servers evaluate floating times and all-day dates in their
+			// own zone, and some are loose at the range's edges.
+			Comps: []caldav.CompFilter{{Name: ical.CompEvent, Start: from.Add(-queryMargin).UTC(), End: to.Add(queryMargin).UTC()}},
+		},
+	}
+	objs, err := c.dav.QueryCalendar(ctx, cal.Path, q)
+	if err != nil {
+		return nil, fmt.Errorf("calendar: query %s: %w", cal.Path, err)
+	}
+	var out []Event
+	for _, o := range objs {
+		evs, err := c.objectEvents(o.Data, o.Path, o.ETag, from, to)
+		if err != nil {
+			// One broken object must not hide the rest of the calendar.
+			c.log.Warn("calendar: skipping unreadable event", "path", o.Path, "err", err)
+			continue
+		}
+		out = append(out, evs...)
+	}
+	sortEvents(out)
+	return out, nil
+}
+
+// Find returns the (unexpanded) event with uid in cal.
+func (c *Client) Find(ctx context.Context, cal Calendar, uid string) (Event, error) {
+	if uid == "" {
+		return Event{}, fmt.Errorf("%w: no uid", ErrInvalid)
+	}
+	// Objects created by this client, and by most clients, are named <uid>.ics: try
+	// that before reading the whole calendar.
+	if safeName(uid) {
+		data, etag, err := c.get(ctx, cal.Path+uid+".ics")
+		switch {
+		case err == nil:
+			if ev, ok := c.master(data, cal.Path+uid+".ics", etag, uid); ok {
+				return ev, nil
+			}
+		case !errors.Is(err, ErrNotFound):
+			return Event{}, err
+		}
+	}
+	q := &caldav.CalendarQuery{
+		CompRequest: caldav.CalendarCompRequest{Name: ical.CompCalendar, AllProps: true, AllComps: true},
+		CompFilter: caldav.CompFilter{
+			Name:  ical.CompCalendar,
+			Comps: []caldav.CompFilter{{Name: ical.CompEvent}},
+		},
+	}
+	objs, err := c.dav.QueryCalendar(ctx, cal.Path, q)
+	if err != nil {
+		return Event{}, fmt.Errorf("calendar: query %s: %w", cal.Path, err)
+	}
+	for _, o := range objs {
+		if ev, ok := c.master(o.Data, o.Path, o.ETag, uid); ok {
+			return ev, nil
+		}
+	}
+	return Event{}, fmt.Errorf("calendar: event %q in %s: %w", uid, cal.ID, ErrNotFound)
+}
+
+func (c *Client) master(cal *ical.Calendar, p, etag, uid string) (Event, bool) {
+	for _, comp := range cal.Children {
+		if comp.Name != ical.CompEvent || comp.Props.Get(ical.PropRecurrenceID) != nil {
+			continue
+		}
+		if got, _ := comp.Props.Text(ical.PropUID); got != uid {
+			continue
+		}
+		ev, err := c.toEvent(comp)
+		if err != nil {
+			c.log.Warn("calendar: unreadable event", "path", p, "err", err)
+			return Event{}, false
+		}
+		ev.Path, ev.ETag = p, etag
+		if comp.Props.Get(ical.PropRecurrenceRule) != nil {
+			// Mark the series so callers know Update will refuse it.
+			ev.RecurrenceID = ev.Start
+		}
+		return ev, true
+	}
+	return Event{}, false
+}
+
+// Create stores ev as a new object in cal (If-None-Match: *). An empty UID gets a
+// random one. It returns the event with UID, Path and ETag filled in.
+func (c *Client) Create(ctx context.Context, cal Calendar, ev Event) (Event, error) {
+	if err := checkTimes(ev); err != nil {
+		return Event{}, err
+	}
+	if ev.UID == "" {
+		ev.UID = randomID() + "@istota"
+	}
+	name := ev.UID
+	if !safeName(name) {
+		name = randomID()
+	}
+	ev.Path = dirPath(cal.Path) + name + ".ics"
+	obj := ical.NewCalendar()
+	obj.Props.SetText(ical.PropProductID, prodID)
+	obj.Props.SetText(ical.PropVersion, "2.0")
+	comp := newEventComponent(ev.UID)
+	applyEvent(comp, ev)
+	obj.Children = append(obj.Children, comp)
+	etag, err := c.put(ctx, ev.Path, obj, "", true)
+	if err != nil {
+		return Event{}, err
+	}
+	ev.ETag = etag
+	ev.RecurrenceID = time.Time{}
+	return ev, nil
+}
+
+// Update rewrites the event at ev.Path with ev's fields, keeping every property it
+// does not manage (attendees, alarms, …). ev.ETag must be the ETag the caller read:
+// a newer version on the server gives ErrPrecondition. Recurring series give
+// ErrRecurring.
+func (c *Client) Update(ctx context.Context, cal Calendar, ev Event) (Event, error) {
+	if err := checkObject(cal, ev); err != nil {
+		return Event{}, err
+	}
+	if err := checkTimes(ev); err != nil {
+		return Event{}, err
+	}
+	data, _, err := c.get(ctx, ev.Path)
+	if err != nil {
+		return Event{}, err
+	}
+	var target *ical.Component
+	for _, comp := range data.Children {
+		if comp.Name != ical.CompEvent {
+			continue
+		}
+		if comp.Props.Get(ical.PropRecurrenceRule) != nil || comp.Props.Get(ical.PropRecurrenceID) != nil {
+			return Event{}, fmt.Errorf("calendar: update %q: %w", ev.UID, ErrRecurring)
+		}
+		if uid, _ := comp.Props.Text(ical.PropUID); uid == ev.UID {
+			target = comp
+		}
+	}
+	if target == nil {
+		return Event{}, fmt.Errorf("calendar: event %q at %s: %w", ev.UID, ev.Path, ErrNotFound)
+	}
+	applyEvent(target, ev)
+	// The server's copy may be newer than ev.ETag: the If-Match below is what
+	// decides, so an edit made meanwhile is never overwritten.
+	etag, err := c.put(ctx, ev.Path, data, ev.ETag, false)
+	if err != nil {
+		return Event{}, err
+	}
+	ev.ETag = etag
+	return ev, nil
+}
+
+// Delete removes the object holding ev (for a recurring event: the whole series),
+// if its ETag still matches.
+func (c *Client) Delete(ctx context.Context, cal Calendar, ev Event) error {
+	if err := checkObject(cal, ev); err != nil {
+		return err
+	}
+	req, err := c.newRequest(ctx, http.MethodDelete, ev.Path, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("If-Match", quoteETag(ev.ETag))
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("calendar: delete %s: %w", ev.Path, err)
+	}
+	defer drain(resp)
+	if err := statusErr(resp, "delete", ev.Path); err != nil {
+		return err
+	}
+	return nil
+}
+
+// checkObject makes sure ev names an object inside cal, so that a caller that checked
+// the calendar cannot be steered into another one by the event's path.
+func checkObject(cal Calendar, ev Event) error {
+	if ev.ETag == "" {
+		return fmt.Errorf("%w: no ETag (read the event first)", ErrInvalid)
+	}
+	dir := dirPath(cal.Path)
+	clean := path.Clean(ev.Path)
+	if path.Dir(clean)+"/" != dir || !strings.HasSuffix(clean, ".ics") {
+		return fmt.Errorf("%w: event path is not in calendar %s", ErrInvalid, cal.ID)
+	}
+	return nil
+}
+
+func checkTimes(ev Event) error {
+	if ev.Start.IsZero() || ev.End.IsZero() {
+		return fmt.Errorf("%w: start and end are required", ErrInvalid)
+	}
+	if !ev.End.After(ev.Start) {
+		return fmt.Errorf("%w: end must be after start", ErrInvalid)
+	}
+	return nil
+}
+
+var safeNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@-]{0,200}$`)
+
+func safeName(s string) bool { return safeNameRE.MatchString(s) && !strings.Contains(s, "..") }
+
+func randomID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on Linux
+	return hex.EncodeToString(b[:])
+}
+
+func (c *Client) newRequest(ctx context.Context, method, p string, body []byte) (*http.Request, error) {
+	u := c.endpoint.ResolveReference(&url.URL{Path: p})
+	var r io.Reader
+	if body != nil {
+		r = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), r)
+	if err != nil {
+		return nil, fmt.Errorf("calendar: %s %s: %w", method, p, err)
+	}
+	req.SetBasicAuth(c.user, c.pass)
+	return req, nil
+}
+
+func (c *Client) get(ctx context.Context, p string) (*ical.Calendar, string, error) {
+	req, err := c.newRequest(ctx, http.MethodGet, p, nil)
+	if err != nil {
+		return nil, "", err
+	}
+	req.Header.Set("Accept", ical.MIMEType)
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, "", fmt.Errorf("calendar: get %s: %w", p, err)
+	}
+	defer drain(resp)
+	if err := statusErr(resp, "get", p); err != nil {
+		return nil, "", err
+	}
+	data, err := ical.NewDecoder(io.LimitReader(resp.Body, 10<<20)).Decode()
+	if err != nil {
+		return nil, "", fmt.Errorf("calendar: get %s: parse: %w", p, err)
+	}
+	return data, unquoteETag(resp.Header.Get("ETag")), nil
+}
+
+// put stores data at p. With create it sends If-None-Match: *, otherwise If-Match.
+// When the server does not return an ETag (Sabre omits it when it altered the data)
+// it is read back, because every later update needs it.
+func (c *Client) put(ctx context.Context, p string, data *ical.Calendar, etag string, create bool) (string, error) {
+	var buf bytes.Buffer
+	if err := ical.NewEncoder(&buf).Encode(data); err != nil {
+		return "", fmt.Errorf("%w: encode event: %v", ErrInvalid, err)
+	}
+	req, err := c.newRequest(ctx, http.MethodPut, p, buf.Bytes())
+	if err != nil {
+		return "", err
+	}
+	req.Header.Set("Content-Type", ical.MIMEType+"; charset=utf-8")
+	if create {
+		req.Header.Set("If-None-Match", "*")
+	} else {
+		req.Header.Set("If-Match", quoteETag(etag))
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("calendar: put %s: %w", p, err)
+	}
+	defer drain(resp)
+	if err := statusErr(resp, "put", p); err != nil {
+		return "", err
+	}
+	if e := unquoteETag(resp.Header.Get("ETag")); e != "" {
+		return e, nil
+	}
+	_, e, err := c.get(ctx, p)
+	if err != nil {
+		return "", err
+	}
+	return e, nil
+}
+
+func statusErr(resp *http.Response, op, p string) error {
+	switch {
+	case resp.StatusCode >= 200 && resp.StatusCode < 300:
+		return nil
+	case resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusGone:
+		return fmt.Errorf("calendar: %s %s: %w", op, p, ErrNotFound)
+	case resp.StatusCode == http.StatusPreconditionFailed:
+		return fmt.Errorf("calendar: %s %s: %w", op, p, ErrPrecondition)
+	}
+	return fmt.Errorf("calendar: %s %s: server answered %s", op, p, resp.Status)
+}
+
+func drain(resp *http.Response) {
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	_ = resp.Body.Close()
+}
+
+func quoteETag(e string) string {
+	if strings.HasPrefix(e, `"`) || strings.HasPrefix(e, `W/"`) {
+		return e
+	}
+	return `"` + e + `"`
+}
+
+func unquoteETag(e string) string {
+	e = strings.TrimPrefix(e, "W/")
+	return strings.Trim(e, `"`)
+}
