@@ -18,6 +18,7 @@ import (
 
 	"github.com/istota/istota/sidecar/internal/audit"
 	"github.com/istota/istota/sidecar/internal/brain/claude"
+	"github.com/istota/istota/sidecar/internal/calendar"
 	"github.com/istota/istota/sidecar/internal/config"
 	"github.com/istota/istota/sidecar/internal/credproxy"
 	"github.com/istota/istota/sidecar/internal/deferred"
@@ -154,6 +155,21 @@ func openSidecar(ctx context.Context, cfg config.Config, log *slog.Logger, servi
 	}
 	if err := memory.RegisterSkill(registry, s.mem, factStore{s.graph}, taskConversations{s.queue}); err != nil {
 		return nil, err
+	}
+	if nc := cfg.Nextcloud; nc.BotUser != "" && nc.BotPassword != "" {
+		// Calendars the users shared with the bot account, through the calendar skill.
+		cal, err := calendar.New(calendar.Config{
+			Endpoint: strings.TrimRight(nc.URL, "/") + "/remote.php/dav/",
+			Username: nc.BotUser, Password: nc.BotPassword,
+			HTTPClient: &http.Client{Timeout: nc.RequestTimeout.Duration},
+			Logger:     log.With("component", "calendar"),
+		})
+		if err != nil {
+			return nil, fmt.Errorf("calendar: %w", err)
+		}
+		if err := calendar.RegisterSkill(registry, cal); err != nil {
+			return nil, err
+		}
 	}
 	s.exec = executor.New(s.db, s.queue, s.outbox, brain, s.launcher, executor.Options{
 		Files:               files,
