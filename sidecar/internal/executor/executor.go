@@ -172,7 +172,11 @@ func (e *Executor) Handle(ctx context.Context, t queue.Task) {
 
 // Prompt builds the prompt a task would get, for `istota task --dry-run`.
 func (e *Executor) Prompt(ctx context.Context, t queue.Task) (string, error) {
-	return e.buildPrompt(ctx, t, "/workspace")
+	u, err := e.loadUser(ctx, t.UserID)
+	if err != nil {
+		return "", err
+	}
+	return e.buildPrompt(ctx, t, u)
 }
 
 func (e *Executor) run(ctx context.Context, t queue.Task, log *slog.Logger) (res brain.Result, err error) {
@@ -189,7 +193,7 @@ func (e *Executor) run(ctx context.Context, t queue.Task, log *slog.Logger) (res
 		return brain.Result{}, err
 	}
 	ws.Admin = u.IsAdmin
-	text, err := e.buildPrompt(ctx, t, "/workspace")
+	text, err := e.buildPrompt(ctx, t, u)
 	if err != nil {
 		return brain.Result{}, err
 	}
@@ -517,11 +521,7 @@ func stripComments(s string) string {
 	}
 }
 
-func (e *Executor) buildPrompt(ctx context.Context, t queue.Task, workspace string) (string, error) {
-	u, err := e.loadUser(ctx, t.UserID)
-	if err != nil {
-		return "", err
-	}
+func (e *Executor) buildPrompt(ctx context.Context, t queue.Task, u prompt.User) (string, error) {
 	in := prompt.Input{
 		BotName:   e.opts.BotName,
 		Now:       e.opts.Clock(),
@@ -530,7 +530,7 @@ func (e *Executor) buildPrompt(ctx context.Context, t queue.Task, workspace stri
 		Persona:   e.readConfigFile(t.UserID, "PERSONA.md"),
 		UserMD:    e.readConfigFile(t.UserID, "USER.md"),
 		Request:   t.Prompt,
-		Workspace: workspace,
+		Workspace: "/workspace",
 	}
 	in.Resources = append(in.Resources,
 		"Skills: run `istota skill skills` to list the skills you may use (they act with the user's credentials; you never see them).",
