@@ -42,15 +42,31 @@ always win: change or delete anything here.
 -->
 `
 
+// fence opens and closes the TOML examples; a Go raw string cannot hold backticks.
+const fence = "```"
+
+// The TOML examples below are what the parsers in internal/userconfig read: the
+// first ` + "```toml" + ` block outside HTML comments. Inside the comment they are inert;
+// userconfig's tests parse these seeds to keep both in step.
+
 const cronSeed = `<!--
 CRON.md: jobs the assistant runs for you on a schedule, in your time zone.
-Write one section per job. An example, ready to use once you remove the comment marks:
+Write one [[jobs]] table per job in a toml code block. An example, ready to use
+once you remove the comment marks:
 
-## Weekly review
-- schedule: 0 17 * * 5
-- prompt: Summarise what I asked you to do this week and what is still open.
+` + fence + `toml
+[[jobs]]
+name = "Weekly review"
+schedule = "0 17 * * 5"
+prompt = "Summarise what I asked you to do this week and what is still open."
+` + fence + `
 
-The schedule is a cron expression (minute hour day-of-month month day-of-week).
+The schedule is a cron expression (minute hour day-of-month month day-of-week)
+or @daily, @weekly, @monthly. Each job has either a prompt (a request to the
+assistant) or a command. Optional: timezone = "Europe/Berlin" (else yours),
+conversation = "token" or email = "you@example.org" (where the result goes),
+silent_unless_action = true (no message when there was nothing to do),
+enabled = false (keep the job but do not run it).
 A job that fails several times in a row is switched off; "!cron" in Talk lists jobs.
 -->
 `
@@ -59,30 +75,47 @@ const heartbeatSeed = `<!--
 HEARTBEAT.md: checks the assistant runs quietly and only tells you about when
 something needs your attention. An example:
 
-## Website up
-- check: url-health
-- url: https://example.org/
-- every: 15m
+` + fence + `toml
+[[checks]]
+name = "Website up"
+kind = "url-health"
+url = "https://example.org/"
+interval = "15m"
+cooldown = "2h"
+quiet_hours = "22:00-07:00"
+` + fence + `
 
-Other checks: file-watch, calendar-conflicts, task-deadline, self-check.
-Quiet hours and cooldowns keep it from repeating itself.
+Other kinds: file-watch (with path = "Documents/plan.md"), calendar-conflicts,
+task-deadline, self-check. interval is how often the check runs (at least 1m),
+cooldown how long it stays quiet after telling you, quiet_hours when it never
+disturbs you.
 -->
 `
 
 const briefingsSeed = `<!--
-BRIEFINGS.md: regular summaries sent to you in Talk. Briefings never use your
-personal memory (USER.md, dated memories). An example:
+BRIEFINGS.md: regular summaries sent to you in Talk or by e-mail, in your time
+zone. Briefings never use your personal memory (USER.md, dated memories).
+An example:
 
-## Morning
-- schedule: 0 7 * * 1-5
-- include: calendar, tasks
+` + fence + `toml
+[[briefings]]
+name = "Morning"
+schedule = "0 7 * * 1-5"
+output = "talk"
+components = ["calendar", "todos", "news"]
+feeds = ["https://example.org/feed.xml"]
+` + fence + `
+
+output is talk, email or both. Components: calendar, todos, email, notes,
+reminders, news (headlines from feeds).
 -->
 `
 
 const tasksSeed = `<!--
 TASKS.md: give the assistant work by adding a line starting with "- [ ] ".
-It marks the line "- [x] " when done or "- [!] " when it could not do it, and
-answers in Talk. Example:
+It marks the line "- [~] " while working on it, then "- [x] " when done or
+"- [!] " when it could not do it, writes the result below the line and answers
+in Talk. Example:
 
 - [ ] Draft a reply to the invitation in inbox/invitation.pdf
 -->
