@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -85,7 +84,7 @@ func cmdDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if cfg.Sandbox.Unsandboxed {
 			return "", errors.New("DISABLED (sandbox.unsandboxed = true): agents can read everything the agent account can")
 		}
-		scfg, err := doctorSandboxConfig(cfg)
+		scfg, err := sandboxConfig(cfg)
 		if err != nil {
 			return "", err
 		}
@@ -134,31 +133,6 @@ func cmdDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return ExitCode(1)
 	}
 	return nil
-}
-
-func doctorSandboxConfig(cfg config.Config) (sandbox.Config, error) {
-	self, err := os.Executable()
-	if err != nil {
-		return sandbox.Config{}, err
-	}
-	dataDir, err := filepath.Abs(cfg.DataDir)
-	if err != nil {
-		return sandbox.Config{}, err
-	}
-	scfg := sandbox.Config{BwrapPath: cfg.Sandbox.BwrapPath, SelfPath: self, SocketDir: filepath.Join(dataDir, "run")}
-	if p, err := exec.LookPath(scfg.BwrapPath); err == nil {
-		scfg.BwrapPath = p
-	}
-	if os.Geteuid() == 0 {
-		u, err := user.Lookup(cfg.Sandbox.AgentUser)
-		if err != nil {
-			return sandbox.Config{}, fmt.Errorf("sandbox.agent_user %q does not exist", cfg.Sandbox.AgentUser)
-		}
-		uid, _ := strconv.ParseUint(u.Uid, 10, 32)
-		gid, _ := strconv.ParseUint(u.Gid, 10, 32)
-		scfg.AgentUID, scfg.AgentGID = uint32(uid), uint32(gid)
-	}
-	return scfg, nil
 }
 
 // doctorPing signs a ping to the running sidecar exactly as the app does.

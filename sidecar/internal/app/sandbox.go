@@ -44,35 +44,9 @@ func newSandboxLaunchers(ctx context.Context, cfg config.Config, log *slog.Logge
 	if agent, err = filepath.EvalSymlinks(agent); err != nil {
 		return nil, fmt.Errorf("brain.claude_path: %w", err)
 	}
-	self, err := os.Executable()
+	scfg, err := sandboxConfig(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("locate the istota binary: %w", err)
-	}
-	scfg := sandbox.Config{
-		BwrapPath:   cfg.Sandbox.BwrapPath,
-		SelfPath:    self,
-		SocketDir:   filepath.Join(cfg.DataDir, "run"),
-		Unsandboxed: cfg.Sandbox.Unsandboxed,
-		Limits: sandbox.Limits{
-			AddressSpace: uint64(cfg.Sandbox.MemoryMB) << 20,
-			Processes:    uint64(cfg.Sandbox.MaxProcesses),
-			OpenFiles:    uint64(cfg.Sandbox.MaxOpenFiles),
-			CPUSeconds:   uint64(cfg.Sandbox.CPUSeconds),
-		},
-	}
-	if scfg.BwrapPath != "" && !filepath.IsAbs(scfg.BwrapPath) {
-		if p, err := exec.LookPath(scfg.BwrapPath); err == nil {
-			scfg.BwrapPath = p
-		}
-	}
-	if os.Geteuid() == 0 {
-		u, err := user.Lookup(cfg.Sandbox.AgentUser)
-		if err != nil {
-			return nil, fmt.Errorf("sandbox.agent_user: istota runs as root, so agents need an unprivileged account, but %q does not exist (create it: useradd --system --no-create-home istota-agent)", cfg.Sandbox.AgentUser)
-		}
-		uid, _ := strconv.ParseUint(u.Uid, 10, 32)
-		gid, _ := strconv.ParseUint(u.Gid, 10, 32)
-		scfg.AgentUID, scfg.AgentGID = uint32(uid), uint32(gid)
+		return nil, err
 	}
 	if scfg.Unsandboxed {
 		log.Warn("SANDBOX DISABLED: agents run directly on the host and can read everything the agent account can; use this for single-user development only")
@@ -94,6 +68,47 @@ func newSandboxLaunchers(ctx context.Context, cfg config.Config, log *slog.Logge
 		log.Info("removed stale sandbox sockets of the previous run", "count", n)
 	}
 	return &sandboxLaunchers{runner: runner, cfg: cfg, agent: agent, log: log}, nil
+}
+
+// sandboxConfig derives the sandbox runner's configuration: this binary as the
+// in-sandbox init, per-task sockets under the data directory, the configured limits,
+// and — when istota runs as root — the unprivileged account agents run as.
+func sandboxConfig(cfg config.Config) (sandbox.Config, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return sandbox.Config{}, fmt.Errorf("locate the istota binary: %w", err)
+	}
+	dataDir, err := filepath.Abs(cfg.DataDir)
+	if err != nil {
+		return sandbox.Config{}, fmt.Errorf("data_dir: %w", err)
+	}
+	scfg := sandbox.Config{
+		BwrapPath:   cfg.Sandbox.BwrapPath,
+		SelfPath:    self,
+		SocketDir:   filepath.Join(dataDir, "run"),
+		Unsandboxed: cfg.Sandbox.Unsandboxed,
+		Limits: sandbox.Limits{
+			AddressSpace: uint64(cfg.Sandbox.MemoryMB) << 20,
+			Processes:    uint64(cfg.Sandbox.MaxProcesses),
+			OpenFiles:    uint64(cfg.Sandbox.MaxOpenFiles),
+			CPUSeconds:   uint64(cfg.Sandbox.CPUSeconds),
+		},
+	}
+	if scfg.BwrapPath != "" && !filepath.IsAbs(scfg.BwrapPath) {
+		if p, err := exec.LookPath(scfg.BwrapPath); err == nil {
+			scfg.BwrapPath = p
+		}
+	}
+	if os.Geteuid() == 0 {
+		u, err := user.Lookup(cfg.Sandbox.AgentUser)
+		if err != nil {
+			return sandbox.Config{}, fmt.Errorf("sandbox.agent_user: istota runs as root, so agents need an unprivileged account, but %q does not exist (create it: useradd --system --no-create-home istota-agent)", cfg.Sandbox.AgentUser)
+		}
+		uid, _ := strconv.ParseUint(u.Uid, 10, 32)
+		gid, _ := strconv.ParseUint(u.Gid, 10, 32)
+		scfg.AgentUID, scfg.AgentGID = uint32(uid), uint32(gid)
+	}
+	return scfg, nil
 }
 
 // agentPath is the agent binary as the brain must name it inside the sandbox.

@@ -139,10 +139,11 @@ func openSidecar(ctx context.Context, cfg config.Config, log *slog.Logger, servi
 	s.launcher.network = netproxy.New(netproxy.Options{Allow: allowed, AllowPrivate: cfg.Network.AllowPrivate, Audit: auditLog, Logger: log.With("component", "netproxy")})
 	registry := skills.NewRegistry()
 	kvs := kv.New(s.db, nil)
-	if err := skills.RegisterBuiltins(registry, kvs, skills.NewCredentials(s.db, nil)); err != nil {
+	creds := skills.NewCredentials(s.db, nil)
+	if err := skills.RegisterBuiltins(registry, kvs, creds); err != nil {
 		return nil, err
 	}
-	s.launcher.skills = credproxy.New(registry, skills.NewCredentials(s.db, nil), auditLog, log.With("component", "credproxy"), credproxy.Options{})
+	s.launcher.skills = credproxy.New(registry, creds, auditLog, log.With("component", "credproxy"), credproxy.Options{})
 	s.launcher.usage = usage.New(s.db)
 	brain := claude.New(claude.Config{Binary: s.launcher.agentPath(), Model: cfg.Brain.Model, MaxTurns: cfg.Brain.MaxTurns}, log.With("component", "claude"))
 	files, err := s.openFiles()
