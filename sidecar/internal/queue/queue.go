@@ -11,6 +11,7 @@ package queue
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -119,6 +120,30 @@ type Task struct {
 	CreatedAt    time.Time
 	StartedAt    time.Time
 	FinishedAt   time.Time
+	Delivery
+}
+
+// Delivery says where a task's answer goes besides its conversation and what kind of
+// scheduled run it is. Interactive Talk tasks leave it empty.
+type Delivery struct {
+	// Email, when set, sends the answer by mail (a threaded reply or a new message).
+	Email *EmailReply
+	// Command is an admin's scheduled shell command, run in the sandbox instead of
+	// the agent.
+	Command string
+	// SilentUnlessAction drops the answer when the run found nothing to report.
+	SilentUnlessAction bool
+	// Job names what the run is for: "cron:<name>", "briefing:<name>" or "tasks_md:<id>".
+	Job string
+}
+
+// EmailReply is where a mailed answer goes. InReplyTo and References thread it under
+// the message it answers; both are empty for a new message.
+type EmailReply struct {
+	To         string   `json:"to"`
+	Subject    string   `json:"subject"`
+	InReplyTo  string   `json:"in_reply_to,omitempty"`
+	References []string `json:"references,omitempty"`
 }
 
 // NewTask is what intake hands to Enqueue.
@@ -134,6 +159,7 @@ type NewTask struct {
 	DedupeKey   string
 	MaxAttempts int       // 0 means Options.MaxAttempts
 	NotBefore   time.Time // zero means now
+	Delivery
 }
 
 // Options configure a Queue. Zero values take the documented defaults.
@@ -218,7 +244,7 @@ func (q *Queue) backoff(n int) time.Duration {
 const taskColumns = `id, user_id, source, interactive, status, prompt, conversation_token,
 	reply_to_message_id, dedupe_key, attempts, max_attempts, transient_retries, next_attempt_at,
 	lease_owner, lease_until, result, error, input_tokens, output_tokens, cost_usd,
-	created_at, started_at, finished_at`
+	created_at, started_at, finished_at, email_reply, command, silent_unless_action, job`
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -235,16 +261,24 @@ func scanTask(s scanner) (Task, error) {
 		status                                                 string
 		dedupe                                                 sql.NullString
 		nextAttempt, leaseUntil, created, started, finishedStr string
+		emailReply                                             string
 	)
 	err := s.Scan(&t.ID, &t.UserID, &t.Source, &t.Interactive, &status, &t.Prompt,
 		&t.ConversationToken, &t.ReplyToMessageID, &dedupe, &t.Attempts, &t.MaxAttempts,
 		&t.TransientRetries, &nextAttempt, &t.LeaseOwner, &leaseUntil, &t.Result, &t.Error,
-		&t.InputTokens, &t.OutputTokens, &t.CostUSD, &created, &started, &finishedStr)
+		&t.InputTokens, &t.OutputTokens, &t.CostUSD, &created, &started, &finishedStr,
+		&emailReply, &t.Command, &t.SilentUnlessAction, &t.Job)
 	if err != nil {
 		return Task{}, err
 	}
 	t.Status = Status(status)
 	t.DedupeKey = dedupe.String
+	if emailReply != "" {
+		t.Email = new(EmailReply)
+		if err := json.Unmarshal([]byte(emailReply), t.Email); err != nil {
+			return Task{}, fmt.Errorf("task %d: email_reply: %w", t.ID, err)
+		}
+	}
 	for _, f := range []struct {
 		dst *time.Time
 		src string
@@ -280,6 +314,8 @@ func (q *Queue) validate(nt NewTask) error {
 		return fmt.Errorf("queue: enqueue: unknown source %q (want talk, cli, email, tasks_md, cron or briefing)", nt.Source)
 	case nt.MaxAttempts < 0:
 		return fmt.Errorf("queue: enqueue: max attempts %d is negative", nt.MaxAttempts)
+	case nt.Email != nil && strings.TrimSpace(nt.Email.To) == "":
+		return errors.New("queue: enqueue: e-mail delivery without a recipient")
 	}
 	return nil
 }
@@ -325,14 +361,24 @@ func (q *Queue) EnqueueTx(ctx context.Context, tx *sql.Tx, nt NewTask) (id int64
 	if nt.DedupeKey != "" {
 		dedupe = nt.DedupeKey
 	}
+	emailReply := ""
+	if nt.Email != nil {
+		b, err := json.Marshal(nt.Email)
+		if err != nil {
+			return 0, false, fmt.Errorf("queue: enqueue: e-mail delivery: %w", err)
+		}
+		emailReply = string(b)
+	}
 	err = tx.QueryRowContext(ctx, `
 		INSERT INTO tasks (user_id, source, interactive, status, prompt, conversation_token,
-			reply_to_message_id, dedupe_key, max_attempts, next_attempt_at, created_at)
-		VALUES (?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?)
+			reply_to_message_id, dedupe_key, max_attempts, next_attempt_at, created_at,
+			email_reply, command, silent_unless_action, job)
+		VALUES (?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (dedupe_key) DO NOTHING
 		RETURNING id`,
 		nt.UserID, nt.Source, nt.Interactive, nt.Prompt, nt.ConversationToken,
 		nt.ReplyToMessageID, dedupe, maxAttempts, store.FormatTime(notBefore), store.FormatTime(now),
+		emailReply, nt.Command, nt.SilentUnlessAction, nt.Job,
 	).Scan(&id)
 	if err == nil {
 		return id, true, nil

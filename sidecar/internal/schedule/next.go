@@ -9,6 +9,11 @@ import (
 	"github.com/istota/istota/sidecar/internal/userconfig"
 )
 
+// NextRun is the first run of a cron expression (five fields or a descriptor) in the
+// IANA zone tz strictly after "after", in UTC. Briefings and the sleep cycle schedule
+// with it too, so every wall-clock schedule settles DST the same way.
+func NextRun(expr, tz string, after time.Time) (time.Time, error) { return nextRun(expr, tz, after) }
+
 // nextRun is the first run of a job strictly after "after".
 //
 // Cron fields describe wall-clock times, so they are matched on the local wall clock

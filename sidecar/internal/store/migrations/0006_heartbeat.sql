@@ -1,0 +1,2 @@
+-- Placeholder: heartbeat checks (HEARTBEAT.md). Filled in by its owner.
+SELECT 1;

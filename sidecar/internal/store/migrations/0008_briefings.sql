@@ -1,0 +1,2 @@
+-- Placeholder: briefings (BRIEFINGS.md). Filled in by its owner.
+SELECT 1;
