@@ -116,3 +116,21 @@ func scanAll(rows *sql.Rows) ([]Message, error) {
 	}
 	return out, errors.Join(rows.Err())
 }
+
+// PrivateConversation returns the token of the user's most recently used private
+// conversation with the bot (one-to-one or alone with it), where notices that belong to
+// nobody else go: scheduled results, alerts, warnings about their files. ok is false when
+// the user never wrote to the bot in private.
+func PrivateConversation(ctx context.Context, db *sql.DB, uid string) (token string, ok bool, err error) {
+	err = db.QueryRowContext(ctx, `
+		SELECT m.token FROM conversation_messages m JOIN conversations c ON c.token = m.token
+		WHERE c.private = 1 AND m.actor_type = 'users' AND m.actor_id = ?
+		ORDER BY m.created_at DESC LIMIT 1`, uid).Scan(&token)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("convlog: private conversation of %s: %w", uid, err)
+	}
+	return token, true, nil
+}

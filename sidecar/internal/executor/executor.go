@@ -99,7 +99,33 @@ type Options struct {
 	// Files syncs the user's and the conversation's folders with Nextcloud around each
 	// run; nil works on the local mirrors only (no bot account configured).
 	Files Files
+	// Mailer queues the answer of a task that is delivered by e-mail (Task.Email), in
+	// the transaction that completes or finally fails it; nil leaves such answers in the
+	// task's result only.
+	Mailer Mailer
+	// Commands runs a scheduled command job (Task.Command) in the sandbox instead of
+	// the agent; nil fails such tasks.
+	Commands brain.Brain
 }
+
+// Mailer queues a mailed answer durably, inside the caller's transaction, so that it is
+// sent if and only if the task is recorded as finished.
+type Mailer interface {
+	QueueReplyTx(ctx context.Context, tx *sql.Tx, t queue.Task, body string) error
+}
+
+// NothingToReport is the answer a scheduled run marked silent_unless_action gives when
+// nothing needs the user's attention; such an answer is recorded but not delivered.
+const NothingToReport = "NOTHING_TO_REPORT"
+
+// silent reports whether a finished run's answer is to be kept from the user.
+func silent(t queue.Task, answer string) bool {
+	return t.SilentUnlessAction && strings.HasPrefix(strings.TrimSpace(answer), NothingToReport)
+}
+
+// errNotAdmin fails a command job whose owner is no longer an administrator; retrying
+// cannot help.
+var errNotAdmin = errors.New("only administrators may run scheduled commands; the job was refused at run time")
 
 // UsageRecorder stores model usage.
 type UsageRecorder interface {
@@ -193,8 +219,17 @@ func (e *Executor) run(ctx context.Context, t queue.Task, log *slog.Logger) (res
 		return brain.Result{}, err
 	}
 	ws.Admin = u.IsAdmin
-	text, err := e.buildPrompt(ctx, t, u)
-	if err != nil {
+	run, text := e.brain, ""
+	if t.Command != "" {
+		// Admin status may have changed since the job was synced: check again.
+		if !u.IsAdmin {
+			return brain.Result{}, errNotAdmin
+		}
+		if e.opts.Commands == nil {
+			return brain.Result{}, errors.New("scheduled commands are not available in this sidecar")
+		}
+		run, text = e.opts.Commands, t.Command
+	} else if text, err = e.buildPrompt(ctx, t, u); err != nil {
 		return brain.Result{}, err
 	}
 	runCtx, cancel := context.WithTimeout(ctx, e.opts.TaskTimeout)
@@ -213,7 +248,7 @@ func (e *Executor) run(ctx context.Context, t queue.Task, log *slog.Logger) (res
 	}
 	progress := newProgress(e, t, log)
 	defer func() { e.recordCost(t, res, log) }()
-	res, err = e.brain.Run(runCtx, brain.Request{
+	res, err = run.Run(runCtx, brain.Request{
 		TaskID:   t.ID,
 		UserID:   t.UserID,
 		Prompt:   text,
@@ -302,6 +337,14 @@ func (e *Executor) complete(t queue.Task, res brain.Result, log *slog.Logger) {
 	err := e.queue.Complete(ctx, t.ID, e.opts.Owner, queue.Outcome{
 		Result: answer, InputTokens: res.InputTokens, OutputTokens: res.OutputTokens, CostUSD: res.CostUSD,
 	}, func(tx *sql.Tx) error {
+		if silent(t, answer) {
+			return nil
+		}
+		if t.Email != nil && e.opts.Mailer != nil {
+			if err := e.opts.Mailer.QueueReplyTx(ctx, tx, t, answer); err != nil {
+				return err
+			}
+		}
 		if t.ConversationToken == "" {
 			return nil
 		}
@@ -321,7 +364,10 @@ func (e *Executor) complete(t queue.Task, res brain.Result, log *slog.Logger) {
 		log.Error("recording the result failed", "err", err)
 		return
 	}
-	log.Info("task completed", "input_tokens", res.InputTokens, "output_tokens", res.OutputTokens, "turns", res.NumTurns)
+	if t.Email != nil && e.opts.Mailer == nil {
+		log.Warn("the answer was meant for e-mail, but mail is not configured; it is kept in the task's result only")
+	}
+	log.Info("task completed", "input_tokens", res.InputTokens, "output_tokens", res.OutputTokens, "turns", res.NumTurns, "silent", silent(t, answer))
 	e.opts.OnReply()
 	e.indexConversation(ctx, t, answer, log)
 }
@@ -353,12 +399,22 @@ func (e *Executor) fail(t queue.Task, res brain.Result, runErr error, log *slog.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	reason, userReason := failureReason(res, runErr)
-	retryAt, final, err := e.queue.Fail(ctx, t.ID, e.opts.Owner, reason, res.Transient, func(tx *sql.Tx, final bool) error {
+	notice := func(tx *sql.Tx, final bool) error {
 		if !final {
 			return nil
 		}
 		return e.notifyFailure(ctx, tx, t, userReason)
-	})
+	}
+	var (
+		retryAt time.Time
+		final   bool
+		err     error
+	)
+	if errors.Is(runErr, errNotAdmin) {
+		final, err = true, e.queue.FailPermanent(ctx, t.ID, e.opts.Owner, reason, notice)
+	} else {
+		retryAt, final, err = e.queue.Fail(ctx, t.ID, e.opts.Owner, reason, res.Transient, notice)
+	}
 	if err != nil {
 		if errors.Is(err, queue.ErrCancelled) || errors.Is(err, queue.ErrLeaseLost) {
 			log.Info("failure discarded: task was stopped or taken over", "err", err)
@@ -396,6 +452,11 @@ func (e *Executor) NotifyFailure(tx *sql.Tx, t queue.Task) error {
 }
 
 func (e *Executor) notifyFailure(ctx context.Context, tx *sql.Tx, t queue.Task, userReason string) error {
+	if t.Email != nil && e.opts.Mailer != nil {
+		if err := e.opts.Mailer.QueueReplyTx(ctx, tx, t, "Sorry, I could not complete this request: "+userReason); err != nil {
+			return err
+		}
+	}
 	if t.ConversationToken == "" {
 		return nil
 	}
@@ -411,6 +472,8 @@ func failureReason(res brain.Result, runErr error) (internal, user string) {
 	switch {
 	case errors.Is(runErr, context.DeadlineExceeded):
 		return runErr.Error(), "it took longer than the time limit."
+	case errors.Is(runErr, errNotAdmin):
+		return runErr.Error(), "only administrators may schedule commands."
 	case runErr != nil:
 		return runErr.Error(), "the agent stopped unexpectedly. The administrator can find details in the sidecar log."
 	case res.APIStatus != 0:

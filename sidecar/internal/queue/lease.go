@@ -203,6 +203,19 @@ func (q *Queue) Complete(ctx context.Context, id int64, owner string, out Outcom
 // Like Complete, it refuses with ErrLeaseLost / ErrCancelled and then within does not run.
 func (q *Queue) Fail(ctx context.Context, id int64, owner, reason string, transient bool,
 	within func(tx *sql.Tx, final bool) error) (retryAt time.Time, final bool, err error) {
+	return q.fail(ctx, id, owner, reason, transient, false, within)
+}
+
+// FailPermanent fails a task for good whatever attempts are left: the failure cannot go
+// away by retrying (a scheduled command whose owner is no longer an admin). within runs
+// as in Fail, always with final true.
+func (q *Queue) FailPermanent(ctx context.Context, id int64, owner, reason string, within func(tx *sql.Tx, final bool) error) error {
+	_, _, err := q.fail(ctx, id, owner, reason, false, true, within)
+	return err
+}
+
+func (q *Queue) fail(ctx context.Context, id int64, owner, reason string, transient, permanent bool,
+	within func(tx *sql.Tx, final bool) error) (retryAt time.Time, final bool, err error) {
 	if err := requireOwner("fail", owner); err != nil {
 		return time.Time{}, false, err
 	}
@@ -222,13 +235,13 @@ func (q *Queue) Fail(ctx context.Context, id int64, owner, reason string, transi
 			return leaseError(ctx, tx, "fail", id)
 		}
 		switch {
-		case transient && transientTries < q.opts.MaxTransientRetries:
+		case transient && !permanent && transientTries < q.opts.MaxTransientRetries:
 			retryAt = now.Add(q.backoff(transientTries))
 			_, err = tx.ExecContext(ctx, `
 				UPDATE tasks SET status = 'pending', transient_retries = transient_retries + 1, error = ?,
 					next_attempt_at = ?, lease_owner = '', lease_until = ''
 				WHERE id = ?`, reason, store.FormatTime(retryAt), id)
-		case attempts+1 >= maxAttempts:
+		case permanent || attempts+1 >= maxAttempts:
 			final = true
 			_, err = tx.ExecContext(ctx, `
 				UPDATE tasks SET status = 'failed', attempts = attempts + 1, error = ?,

@@ -101,6 +101,29 @@ func (s *Scheduler) MarkEnqueued(ctx context.Context, d DueJob, taskID int64, ru
 // call did so (the caller tells the user once). A job deleted meanwhile gives
 // store.ErrNotFound.
 func (s *Scheduler) RecordResult(ctx context.Context, uid, name string, ok bool, now time.Time) (disabled bool, err error) {
+	return s.record(ctx, uid, name, 0, ok, now, nil)
+}
+
+// RecordRun is RecordResult for the run that went into the queue as task taskID: the
+// result is counted once however often it is reported (the job remembers the last
+// counted task), and onDisabled (may be nil) runs in the same transaction when this
+// result disables the job, so the notice to the user is queued exactly once too.
+func (s *Scheduler) RecordRun(ctx context.Context, uid, name string, taskID int64, ok bool, now time.Time,
+	onDisabled func(tx *sql.Tx, reason string) error) (disabled bool, err error) {
+	return s.record(ctx, uid, name, taskID, ok, now, onDisabled)
+}
+
+// PendingResults returns jobs whose last enqueued run has not been counted yet.
+func (s *Scheduler) PendingResults(ctx context.Context) ([]Job, error) {
+	jobs, err := queryJobs(ctx, s.db.Read, `last_task_id != 0 AND last_task_id != result_task_id ORDER BY user_id, name`)
+	if err != nil {
+		return nil, fmt.Errorf("schedule: pending results: %w", err)
+	}
+	return jobs, nil
+}
+
+func (s *Scheduler) record(ctx context.Context, uid, name string, taskID int64, ok bool, now time.Time,
+	onDisabled func(tx *sql.Tx, reason string) error) (disabled bool, err error) {
 	tx, err := s.db.Write.BeginTx(ctx, nil)
 	if err != nil {
 		return false, fmt.Errorf("schedule: record result of %q of %s: begin: %w", name, uid, err)
@@ -108,13 +131,17 @@ func (s *Scheduler) RecordResult(ctx context.Context, uid, name string, ok bool,
 	defer tx.Rollback()
 	var failures int
 	var by string
-	err = tx.QueryRowContext(ctx, `SELECT consecutive_failures, disabled_by FROM scheduled_jobs WHERE user_id = ? AND name = ?`, uid, name).
-		Scan(&failures, &by)
+	var counted int64
+	err = tx.QueryRowContext(ctx, `SELECT consecutive_failures, disabled_by, result_task_id FROM scheduled_jobs WHERE user_id = ? AND name = ?`, uid, name).
+		Scan(&failures, &by, &counted)
 	if err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			err = store.ErrNotFound
 		}
 		return false, fmt.Errorf("schedule: record result of %q of %s: %w", name, uid, err)
+	}
+	if taskID != 0 && counted == taskID {
+		return false, nil
 	}
 	result, reason := "ok", ""
 	if ok {
@@ -130,9 +157,15 @@ func (s *Scheduler) RecordResult(ctx context.Context, uid, name string, ok bool,
 	}
 	if _, err := tx.ExecContext(ctx, `
 		UPDATE scheduled_jobs SET consecutive_failures = ?, last_result = ?, disabled_by = ?,
-			disabled_reason = CASE WHEN ? THEN ? ELSE disabled_reason END
-		WHERE user_id = ? AND name = ?`, failures, result, by, disabled, reason, uid, name); err != nil {
+			disabled_reason = CASE WHEN ? THEN ? ELSE disabled_reason END,
+			result_task_id = CASE WHEN ? != 0 THEN ? ELSE result_task_id END
+		WHERE user_id = ? AND name = ?`, failures, result, by, disabled, reason, taskID, taskID, uid, name); err != nil {
 		return false, fmt.Errorf("schedule: record result of %q of %s: %w", name, uid, err)
+	}
+	if disabled && onDisabled != nil {
+		if err := onDisabled(tx, reason); err != nil {
+			return false, fmt.Errorf("schedule: record result of %q of %s: notify: %w", name, uid, err)
+		}
 	}
 	if err := tx.Commit(); err != nil {
 		return false, fmt.Errorf("schedule: record result of %q of %s: commit: %w", name, uid, err)

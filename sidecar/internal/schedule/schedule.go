@@ -87,6 +87,7 @@ type SyncResult struct {
 	Problems     []userconfig.Problem // everything wrong with the file, by line
 	Changed      bool                 // jobs were added, changed or removed
 	KeptLastGood bool                 // the file was unusable and the previous jobs stay
+	Hash         string               // identifies this version of the file (and user state)
 }
 
 // FileStatus is the outcome of the last Sync of a user's CRON.md.
@@ -128,7 +129,7 @@ func (s *Scheduler) Sync(ctx context.Context, uid string, isAdmin bool, src []by
 		if err := json.Unmarshal([]byte(prevProblems), &ps); err != nil {
 			return SyncResult{}, fmt.Errorf("schedule: sync %s: stored problems: %w", uid, err)
 		}
-		return SyncResult{Problems: ps, KeptLastGood: prevKept}, nil
+		return SyncResult{Problems: ps, KeptLastGood: prevKept, Hash: hash}, nil
 	}
 
 	parsed, problems := userconfig.ParseCron(src, userTZ)
@@ -142,7 +143,7 @@ func (s *Scheduler) Sync(ctx context.Context, uid string, isAdmin bool, src []by
 		}
 		valid = append(valid, j)
 	}
-	res := SyncResult{Problems: problems}
+	res := SyncResult{Problems: problems, Hash: hash}
 
 	tx, err := s.db.Write.BeginTx(ctx, nil)
 	if err != nil {
@@ -362,4 +363,55 @@ func (s *Scheduler) FileStatus(ctx context.Context, uid string) (FileStatus, err
 		return FileStatus{}, err
 	}
 	return fs, nil
+}
+
+// NotifyOnce runs notify in a transaction the first time it is called for this version
+// (hash) of uid's CRON.md, so the user is told about a file's problems once, and again
+// only when the file changes. It reports whether notify ran.
+func (s *Scheduler) NotifyOnce(ctx context.Context, uid, hash string, notify func(tx *sql.Tx) error) (bool, error) {
+	tx, err := s.db.Write.BeginTx(ctx, nil)
+	if err != nil {
+		return false, fmt.Errorf("schedule: notify %s: begin: %w", uid, err)
+	}
+	defer tx.Rollback()
+	res, err := tx.ExecContext(ctx, `UPDATE cron_files SET notified_hash = ? WHERE user_id = ? AND hash = ? AND notified_hash != ?`, hash, uid, hash, hash)
+	if err != nil {
+		return false, fmt.Errorf("schedule: notify %s: %w", uid, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return false, nil
+	}
+	if err := notify(tx); err != nil {
+		return false, fmt.Errorf("schedule: notify %s: %w", uid, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return false, fmt.Errorf("schedule: notify %s: commit: %w", uid, err)
+	}
+	return true, nil
+}
+
+// Restored reports whether uid was already given back a missing CRON.md once.
+func (s *Scheduler) Restored(ctx context.Context, uid string) (bool, error) {
+	var at string
+	err := s.db.Write.QueryRowContext(ctx, `SELECT restored_at FROM cron_files WHERE user_id = ?`, uid).Scan(&at)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("schedule: restored %s: %w", uid, err)
+	}
+	return at != "", nil
+}
+
+// MarkRestored records that uid's missing CRON.md was written back from the database,
+// which happens once: a file deleted after that means "no jobs".
+func (s *Scheduler) MarkRestored(ctx context.Context, uid string, now time.Time) error {
+	_, err := s.db.Write.ExecContext(ctx, `
+		INSERT INTO cron_files (user_id, hash, checked_at, restored_at) VALUES (?, '', ?, ?)
+		ON CONFLICT (user_id) DO UPDATE SET restored_at = excluded.restored_at`,
+		uid, store.FormatTime(now), store.FormatTime(now))
+	if err != nil {
+		return fmt.Errorf("schedule: mark restored %s: %w", uid, err)
+	}
+	return nil
 }

@@ -40,3 +40,9 @@ CREATE TABLE tasks_md_items (
     updated_at TEXT NOT NULL,
     PRIMARY KEY (user_id, item_id)
 );
+
+-- Scheduled jobs: which run's result has been counted (so a result is counted once,
+-- even across a crash), and whether the user was given back a missing CRON.md.
+ALTER TABLE scheduled_jobs ADD COLUMN result_task_id INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE cron_files ADD COLUMN restored_at TEXT NOT NULL DEFAULT '';
+ALTER TABLE cron_files ADD COLUMN notified_hash TEXT NOT NULL DEFAULT '';
