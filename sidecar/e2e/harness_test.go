@@ -258,6 +258,7 @@ func (s *sidecar) db() *sql.DB {
 // task is one row of the tasks table with its phase timestamps.
 type task struct {
 	ID                         int64
+	Source                     string
 	Status, Result, Error      string
 	Attempts                   int
 	Created, Started, Finished time.Time
@@ -265,7 +266,7 @@ type task struct {
 
 func (s *sidecar) tasks() []task {
 	s.t.Helper()
-	rows, err := s.db().Query(`SELECT id, status, result, error, attempts, created_at, started_at, finished_at FROM tasks ORDER BY id`)
+	rows, err := s.db().Query(`SELECT id, source, status, result, error, attempts, created_at, started_at, finished_at FROM tasks ORDER BY id`)
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -274,7 +275,7 @@ func (s *sidecar) tasks() []task {
 	for rows.Next() {
 		var tk task
 		var c, st, f string
-		if err := rows.Scan(&tk.ID, &tk.Status, &tk.Result, &tk.Error, &tk.Attempts, &c, &st, &f); err != nil {
+		if err := rows.Scan(&tk.ID, &tk.Source, &tk.Status, &tk.Result, &tk.Error, &tk.Attempts, &c, &st, &f); err != nil {
 			s.t.Fatal(err)
 		}
 		tk.Created, _ = store.ParseTime(c)

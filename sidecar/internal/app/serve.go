@@ -18,6 +18,7 @@ import (
 
 	"github.com/istota/istota/sidecar/internal/audit"
 	"github.com/istota/istota/sidecar/internal/brain/claude"
+	"github.com/istota/istota/sidecar/internal/brain/command"
 	"github.com/istota/istota/sidecar/internal/calendar"
 	"github.com/istota/istota/sidecar/internal/config"
 	"github.com/istota/istota/sidecar/internal/credproxy"
@@ -25,12 +26,14 @@ import (
 	"github.com/istota/istota/sidecar/internal/executor"
 	"github.com/istota/istota/sidecar/internal/httpapi"
 	"github.com/istota/istota/sidecar/internal/intake"
+	"github.com/istota/istota/sidecar/internal/jobs"
 	"github.com/istota/istota/sidecar/internal/knowledge"
 	"github.com/istota/istota/sidecar/internal/kv"
 	"github.com/istota/istota/sidecar/internal/memory"
 	"github.com/istota/istota/sidecar/internal/netproxy"
 	"github.com/istota/istota/sidecar/internal/outbox"
 	"github.com/istota/istota/sidecar/internal/queue"
+	"github.com/istota/istota/sidecar/internal/schedule"
 	"github.com/istota/istota/sidecar/internal/signing"
 	"github.com/istota/istota/sidecar/internal/skills"
 	"github.com/istota/istota/sidecar/internal/store"
@@ -58,6 +61,8 @@ type sidecar struct {
 	api      *httpapi.API
 	owner    string
 	launcher *sandboxLaunchers
+	sched    *schedule.Scheduler
+	jobs     *jobs.Runner // CRON.md jobs and TASKS.md lines
 }
 
 func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -191,6 +196,7 @@ func openSidecar(ctx context.Context, cfg config.Config, log *slog.Logger, servi
 		Owner:               s.owner,
 		Logger:              log.With("component", "executor"),
 		OnReply:             s.outbox.Wake,
+		Commands:            command.Shell{},
 		Deferred: deferred.New(kvs, s.queue, auditLog, log.With("component", "deferred"),
 			deferred.Options{SubtaskSource: queue.SourceSubtask}),
 	})
@@ -210,11 +216,16 @@ func openSidecar(ctx context.Context, cfg config.Config, log *slog.Logger, servi
 		Owner:  s.owner,
 		Logger: log.With("component", "worker"),
 	})
+	s.sched = schedule.New(s.db, schedule.Options{Logger: log.With("component", "schedule")})
+	s.jobs = jobs.New(s.db, s.sched, s.queue, s.outbox,
+		&userConfigFiles{db: s.db, dataDir: s.cfg.DataDir, botDir: strings.ToLower(cfg.Talk.BotName), ws: s.files},
+		jobs.Options{BotName: cfg.Talk.BotName, Logger: log.With("component", "jobs"), OnTask: s.pool.Wake, OnReply: s.outbox.Wake})
 	s.intake = intake.New(s.db, s.queue, s.outbox, intake.Options{
 		BotName:   cfg.Talk.BotName,
 		Logger:    log.With("component", "intake"),
 		Canceller: s.pool,
 		Usage:     s.launcher.usage,
+		Cron:      cronCommands{Scheduler: s.sched, runner: s.jobs},
 		Memory:    memoryView{dataDir: s.cfg.DataDir, botDir: strings.ToLower(cfg.Talk.BotName), graph: s.graph, mem: s.mem},
 		OnTask:    s.pool.Wake,
 		OnReply:   s.outbox.Wake,
@@ -337,6 +348,8 @@ func (s *sidecar) serve(ctx context.Context) error {
 	}
 	loops.Add(1)
 	go func() { defer loops.Done(); s.sleepLoop(runCtx, cycle) }()
+	loops.Add(1)
+	go func() { defer loops.Done(); s.jobs.Run(runCtx) }()
 	if s.files != nil {
 		loops.Add(1)
 		go func() { defer loops.Done(); s.retryPushes(runCtx) }()

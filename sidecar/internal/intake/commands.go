@@ -55,6 +55,9 @@ func (in *Intake) runCommand(ctx context.Context, tx *sql.Tx, name, args string,
 	case "memory":
 		text, err := in.memory(ctx, args, s, c, ev.Token)
 		return text, nil, err
+	case "cron":
+		text, err := in.cron(ctx, tx, args, s)
+		return text, nil, err
 	default:
 		return fmt.Sprintf("Unknown command `!%s`. Send `!help` for the list.", name), nil, nil
 	}
@@ -72,6 +75,7 @@ func (in *Intake) helpText() string {
 		"- `!memory user` / `!memory facts` / `!memory search <words>` — what I remember about you (in our private conversation)",
 		"- `!memory channel` — what I keep about this conversation (CHANNEL.md)",
 		"- `!usage` — the model tokens and cost of your requests today, this week and this month",
+		"- `!cron` — your scheduled jobs (CRON.md); `!cron enable NAME`, `!cron disable NAME`, `!cron run NAME`",
 	}, "\n")
 }
 

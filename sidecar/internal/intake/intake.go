@@ -120,6 +120,8 @@ type Options struct {
 	Memory MemoryView
 	// Usage answers !usage; nil answers that usage is not recorded.
 	Usage UsageView
+	// Cron answers !cron; nil answers that scheduled jobs are not available.
+	Cron Cron
 	// OnTask and OnReply are wake-up hints for the worker pool and the outbox.
 	OnTask  func()
 	OnReply func()
@@ -274,6 +276,9 @@ func (in *Intake) handleMessage(ctx context.Context, p Payload, ev talk.Event) (
 	})
 	if err != nil {
 		return Answer{}, err
+	}
+	if ans.Command == "cron" && in.opts.Cron != nil {
+		in.opts.Cron.Wake() // a run asked for with !cron run starts now, not next minute
 	}
 	for _, t := range cancelled {
 		if in.opts.Canceller != nil && in.opts.Canceller.Cancel(t.ID) {

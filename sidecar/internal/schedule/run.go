@@ -180,12 +180,27 @@ func (s *Scheduler) record(ctx context.Context, uid, name string, taskID int64, 
 // again. Enabling clears any disable and the failure count and schedules the next run
 // from now; a job that CRON.md disables gives ErrDisabledInFile.
 func (s *Scheduler) SetEnabled(ctx context.Context, uid, name string, enabled bool, now time.Time) error {
-	j, err := s.Get(ctx, uid, name)
+	return s.SetEnabledTx(ctx, s.db.Write, uid, name, enabled, now)
+}
+
+// Execer is what *sql.DB and *sql.Tx have in common: the Tx variants run in the caller's
+// transaction (intake answers !cron inside the transaction that logs the message).
+type Execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// SetEnabledTx is SetEnabled through db (the store's writer or a transaction on it).
+func (s *Scheduler) SetEnabledTx(ctx context.Context, db Execer, uid, name string, enabled bool, now time.Time) error {
+	j, err := scanJob(db.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM scheduled_jobs WHERE user_id = ? AND name = ?`, uid, name))
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("schedule: job %q of %s: %w", name, uid, store.ErrNotFound)
+	}
 	if err != nil {
-		return err
+		return fmt.Errorf("schedule: job %q of %s: %w", name, uid, err)
 	}
 	if !enabled {
-		_, err = s.db.Write.ExecContext(ctx, `
+		_, err = db.ExecContext(ctx, `
 			UPDATE scheduled_jobs SET disabled_by = ?, disabled_reason = ?, updated_at = ? WHERE user_id = ? AND name = ?`,
 			DisabledByUser, "disabled with !cron disable", store.FormatTime(now), uid, name)
 		if err != nil {
@@ -200,7 +215,7 @@ func (s *Scheduler) SetEnabled(ctx context.Context, uid, name string, enabled bo
 	if err != nil {
 		return fmt.Errorf("schedule: enable %q of %s: %w", name, uid, err)
 	}
-	_, err = s.db.Write.ExecContext(ctx, `
+	_, err = db.ExecContext(ctx, `
 		UPDATE scheduled_jobs SET disabled_by = '', disabled_reason = '', consecutive_failures = 0,
 			next_run_at = ?, updated_at = ? WHERE user_id = ? AND name = ?`,
 		store.FormatTime(next), store.FormatTime(now), uid, name)
@@ -213,7 +228,12 @@ func (s *Scheduler) SetEnabled(ctx context.Context, uid, name string, enabled bo
 // RunNow is !cron run: the job is due at now once, outside its schedule, whether or not
 // it is enabled. Its schedule is not moved.
 func (s *Scheduler) RunNow(ctx context.Context, uid, name string, now time.Time) error {
-	res, err := s.db.Write.ExecContext(ctx, `UPDATE scheduled_jobs SET run_requested_at = ? WHERE user_id = ? AND name = ?`,
+	return s.RunNowTx(ctx, s.db.Write, uid, name, now)
+}
+
+// RunNowTx is RunNow through db (the store's writer or a transaction on it).
+func (s *Scheduler) RunNowTx(ctx context.Context, db Execer, uid, name string, now time.Time) error {
+	res, err := db.ExecContext(ctx, `UPDATE scheduled_jobs SET run_requested_at = ? WHERE user_id = ? AND name = ?`,
 		store.FormatTime(now), uid, name)
 	if err != nil {
 		return fmt.Errorf("schedule: run %q of %s now: %w", name, uid, err)
