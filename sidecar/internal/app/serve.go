@@ -144,7 +144,10 @@ func openSidecar(ctx context.Context, cfg config.Config, log *slog.Logger, servi
 	s.launcher.network = netproxy.New(netproxy.Options{Allow: allowed, AllowPrivate: cfg.Network.AllowPrivate, Audit: auditLog, Logger: log.With("component", "netproxy")})
 	registry := skills.NewRegistry()
 	kvs := kv.New(s.db, nil)
-	creds := skills.NewCredentials(s.db, nil)
+	creds, err := s.openCredentials(ctx)
+	if err != nil {
+		return nil, err
+	}
 	if err := skills.RegisterBuiltins(registry, kvs, creds); err != nil {
 		return nil, err
 	}

@@ -109,7 +109,11 @@ func newFixture(t *testing.T, opts Options) *fixture {
 		extraTok:    "tok-extra-" + randomHex(t, 12),
 		slowEntered: make(chan struct{}, 16),
 	}
-	f.creds = skills.NewCredentials(db, nil)
+	creds, err := skills.NewCredentials(db, bytes.Repeat([]byte{7}, skills.CredentialKeySize), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.creds = creds
 	for _, c := range []struct{ user, name, value string }{
 		{"alice", "upstream-token", f.aliceTok},
 		{"alice", "unrelated", f.extraTok},

@@ -90,7 +90,7 @@ func skillNames(ss []Skill) string {
 
 func TestCredentials(t *testing.T) {
 	ctx := context.Background()
-	c := NewCredentials(openDB(t), nil)
+	c := newTestCredentials(t, openDB(t))
 	if err := c.Set(ctx, "alice", "github-token", "ghp_alice"); err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +149,7 @@ func TestBuiltins(t *testing.T) {
 	ctx := context.Background()
 	db := openDB(t)
 	kvs := kv.New(db, func() time.Time { return time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC) })
-	creds := NewCredentials(db, nil)
+	creds := newTestCredentials(t, db)
 	r := NewRegistry()
 	if err := RegisterBuiltins(r, kvs, creds); err != nil {
 		t.Fatal(err)
