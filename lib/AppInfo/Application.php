@@ -10,6 +10,7 @@ declare(strict_types=1);
 namespace OCA\Istota\AppInfo;
 
 use OCA\Istota\Listener\BotInvokeListener;
+use OCA\Istota\SetupCheck\SidecarSetupCheck;
 use OCP\AppFramework\App;
 use OCP\AppFramework\Bootstrap\IBootContext;
 use OCP\AppFramework\Bootstrap\IBootstrap;
@@ -17,7 +18,8 @@ use OCP\AppFramework\Bootstrap\IRegistrationContext;
 
 /**
  * Application wires the app into Nextcloud. Services are autowired by constructor type;
- * only the Talk listener needs registering.
+ * only the Talk listener and the admin overview's setup check need registering (routes
+ * are attributes on the controllers, settings pages are declared in info.xml).
  */
 class Application extends App implements IBootstrap {
 	public const APP_ID = 'istota';
@@ -34,6 +36,7 @@ class Application extends App implements IBootstrap {
 
 	public function register(IRegistrationContext $context): void {
 		$context->registerEventListener(self::TALK_BOT_INVOKE_EVENT, BotInvokeListener::class);
+		$context->registerSetupCheck(SidecarSetupCheck::class);
 	}
 
 	public function boot(IBootContext $context): void {

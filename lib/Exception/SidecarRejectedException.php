@@ -11,7 +11,9 @@ namespace OCA\Istota\Exception;
 
 /**
  * SidecarRejectedException is a 4xx answer. It carries the stable error code of the
- * protocol (docs/app-sidecar-protocol.md, "Errors").
+ * protocol (docs/app-sidecar-protocol.md, "Errors") and, for the settings pages
+ * (docs/user-api.md), the sidecar's own message (safe to show: it never holds a secret),
+ * the field-level problems of a 422 and the current ETag of a 409 on USER.md.
  */
 class SidecarRejectedException extends SidecarException {
 	/**
@@ -21,12 +23,33 @@ class SidecarRejectedException extends SidecarException {
 	 */
 	private const PERMANENT_STATUSES = [400, 413, 422];
 
+	/**
+	 * @param array<string, string> $fields field name => problem (422 invalid_settings)
+	 */
 	public function __construct(
 		private readonly int $httpStatus,
 		private readonly string $errorCode,
 		string $message,
+		private readonly string $sidecarMessage = '',
+		private readonly array $fields = [],
+		private readonly string $currentEtag = '',
 	) {
 		parent::__construct($message);
+	}
+
+	/** error.message of the answer as the sidecar wrote it; "" when it had none. */
+	public function getSidecarMessage(): string {
+		return $this->sidecarMessage;
+	}
+
+	/** @return array<string, string> error.fields of a 422: field name => problem */
+	public function getFields(): array {
+		return $this->fields;
+	}
+
+	/** error.current_etag of a 409 conflict on USER.md; "" otherwise. */
+	public function getCurrentEtag(): string {
+		return $this->currentEtag;
 	}
 
 	public function getHttpStatus(): int {

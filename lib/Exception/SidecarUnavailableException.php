@@ -18,8 +18,20 @@ class SidecarUnavailableException extends SidecarException {
 		string $message,
 		private readonly ?int $httpStatus = null,
 		?\Throwable $previous = null,
+		private readonly string $errorCode = '',
+		private readonly string $sidecarMessage = '',
 	) {
 		parent::__construct($message, 0, $previous);
+	}
+
+	/** The stable error code of a 5xx answer, e.g. "unavailable"; "" when there was none. */
+	public function getErrorCode(): string {
+		return $this->errorCode;
+	}
+
+	/** error.message of a 5xx answer as the sidecar wrote it; "" when there was none. */
+	public function getSidecarMessage(): string {
+		return $this->sidecarMessage;
 	}
 
 	/** HTTP status of the answer, or null when no answer arrived at all. */

@@ -27,17 +27,19 @@ class AppSettings {
 	public const KEY_SHARED_SECRET = 'shared_secret';
 	public const KEY_BOT_SECRET = 'bot_secret';
 	public const KEY_BOT_NAME = 'bot_name';
-	public const KEY_ALLOWED_GROUPS = 'allowed_groups';
 	public const KEY_FORWARD_TIMEOUT_MS = 'forward_timeout_ms';
 	public const KEY_BOT_USER = 'bot_user';
 	public const KEY_BOT_PASSWORD = 'bot_password';
 	public const KEY_MAX_ATTACHMENT_MB = 'max_attachment_mb';
+	public const KEY_WS_PATH = 'ws_path';
 
 	public const DEFAULT_SIDECAR_URL = 'http://127.0.0.1:8765';
 	public const DEFAULT_BOT_NAME = 'Istota';
 	public const DEFAULT_FORWARD_TIMEOUT_MS = 400;
 	public const DEFAULT_BOT_USER = 'istota';
 	public const DEFAULT_MAX_ATTACHMENT_MB = 50;
+	/** Where the reverse proxy forwards the sidecar's WebSocket (deploy/nginx, deploy/apache). */
+	public const DEFAULT_WS_PATH = '/istota-ws/';
 
 	/** The Talk bot URL; Talk invokes our listener for it (talk-bots.md §7). */
 	public const BOT_URL = 'nextcloudapp://istota';
@@ -90,29 +92,6 @@ class AppSettings {
 	 */
 	public function ensureBotSecret(): string {
 		return $this->ensureSecret(self::KEY_BOT_SECRET, ISecureRandom::CHAR_HUMAN_READABLE);
-	}
-
-	/**
-	 * Group ids whose members may use the bot; an empty list means every user may.
-	 *
-	 * @return list<string>
-	 */
-	public function allowedGroups(): array {
-		$raw = $this->readString(self::KEY_ALLOWED_GROUPS, '', arrayFallback: true);
-		if (trim($raw) === '') {
-			return [];
-		}
-		$decoded = json_decode($raw, true);
-		if (!is_array($decoded)) {
-			return [];
-		}
-		$groups = [];
-		foreach ($decoded as $group) {
-			if (is_string($group) && $group !== '') {
-				$groups[] = $group;
-			}
-		}
-		return $groups;
 	}
 
 	/** Total time the Talk listener may spend on the sidecar, in milliseconds. */
@@ -171,6 +150,25 @@ class AppSettings {
 		return $mb * 1024 * 1024;
 	}
 
+	/**
+	 * Where browsers open the sidecar's WebSocket: a path on Nextcloud's host (the
+	 * reverse-proxy location, not below Nextcloud's webroot) or a full ws(s):// URL when
+	 * the proxy lives elsewhere. Anything else falls back to the default.
+	 */
+	public function wsPath(): string {
+		$value = trim($this->readString(self::KEY_WS_PATH, ''));
+		if ($value === '') {
+			return self::DEFAULT_WS_PATH;
+		}
+		if (preg_match('~^wss?://[^/\s?#]+(/[^\s?#]*)?$~i', $value) === 1) {
+			return $value;
+		}
+		if (preg_match('#^/[A-Za-z0-9._~!$&\'()*+,;=:@%/-]*$#', $value) === 1) {
+			return $value;
+		}
+		return self::DEFAULT_WS_PATH;
+	}
+
 	/** Connect timeout of the listener's request: half the total, so a dead port fails fast. */
 	public function connectTimeoutMs(): int {
 		return max(self::MIN_FORWARD_TIMEOUT_MS / 2, intdiv($this->forwardTimeoutMs(), 2));
@@ -188,18 +186,11 @@ class AppSettings {
 
 	/**
 	 * Reads a non-secret string key; a value stored with another type (or unreadable)
-	 * yields the default, or, with $arrayFallback, the JSON of an array-typed value.
+	 * yields the default.
 	 */
-	private function readString(string $key, string $default, bool $arrayFallback = false): string {
+	private function readString(string $key, string $default): string {
 		try {
 			return $this->appConfig->getValueString(Application::APP_ID, $key, $default);
-		} catch (\Throwable) {
-			if (!$arrayFallback) {
-				return $default;
-			}
-		}
-		try {
-			return json_encode($this->appConfig->getValueArray(Application::APP_ID, $key, []), JSON_THROW_ON_ERROR);
 		} catch (\Throwable) {
 			return $default;
 		}

@@ -22,9 +22,10 @@ use Psr\Log\LoggerInterface;
  * (ARCHITECTURE.md §3). The bot has no participant and cannot download the file itself
  * (talk-bots.md §4.5), but the app can resolve it server-side for the sharer (§12).
  *
- * It runs inside the sender's request, so it works only on file-share events of allowed
- * users, checks the size before reading a byte, and never throws: every failure becomes
- * an attachment error the sidecar can tell the user about.
+ * It runs inside the sender's request, so it works only on file-share events of users the
+ * sidecar lets use the bot (SessionService, cached), checks the size before reading a
+ * byte, and never throws: every failure becomes an attachment error the sidecar can tell
+ * the user about.
  */
 class AttachmentImporter {
 	/** Folder names inside the bot's storage, below its root: Users/{uid}/inbox. */
@@ -36,31 +37,43 @@ class AttachmentImporter {
 	private const MAX_SUFFIX = 999;
 	/** Control, format (e.g. right-to-left override) and line-separator characters. */
 	private const UNSAFE_CHARS = '/[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]/u';
+	/** The reason when the sidecar could not be asked whether the sender may use the bot. */
+	public const ACCESS_UNKNOWN = 'the Istota service could not be asked whether you may use the bot, so the file was not copied; share it again later';
 
 	public function __construct(
 		private readonly IRootFolder $rootFolder,
 		private readonly IUserManager $userManager,
 		private readonly AppSettings $settings,
+		private readonly SessionService $sessions,
 		private readonly LoggerInterface $logger,
 	) {
 	}
 
 	/**
 	 * The fields to add to the sidecar payload for this event: nothing unless it is a file
-	 * shared by an allowed Nextcloud user; then "attachments" with the copy, or
-	 * "attachment_errors" saying why there is none (docs/app-sidecar-protocol.md).
+	 * shared by a Nextcloud user the sidecar lets use the bot; then "attachments" with the
+	 * copy, or "attachment_errors" saying why there is none (docs/app-sidecar-protocol.md).
+	 * When the sidecar cannot say (it is down; the event then waits in the outbox), no copy
+	 * is made and the error says so.
 	 *
 	 * @param array<string, mixed> $message BotInvokeEvent::getMessage()
-	 * @param ?array{uid: string, allowed: bool, ...} $sender EventPayloadBuilder::sender()
+	 * @param ?array{uid: string, ...} $sender EventPayloadBuilder::sender()
 	 * @return array{attachments?: list<array{name: string, path: string, mimetype: string, size: int}>, attachment_errors?: list<array{name: string, reason: string}>}
 	 */
 	public function import(array $message, ?array $sender): array {
 		$file = self::sharedFile($message);
-		if ($file === null || $sender === null || ($sender['allowed'] ?? false) !== true) {
+		if ($file === null || $sender === null || !is_string($sender['uid'] ?? null) || $sender['uid'] === '') {
 			return [];
 		}
 		$name = self::cleanName(is_scalar($file['name'] ?? null) ? (string)$file['name'] : '');
 		$name = $name === '' ? 'file' : $name;
+		$allowed = $this->sessions->mayUse($sender['uid']);
+		if ($allowed === false) {
+			return [];
+		}
+		if ($allowed === null) {
+			return ['attachment_errors' => [['name' => $name, 'reason' => self::ACCESS_UNKNOWN]]];
+		}
 		try {
 			return ['attachments' => [$this->copy((string)$sender['uid'], $file)]];
 		} catch (AttachmentException $e) {

@@ -10,22 +10,19 @@ declare(strict_types=1);
 namespace OCA\Istota\Service;
 
 use OCP\AppFramework\Utility\ITimeFactory;
-use OCP\IConfig;
-use OCP\IGroupManager;
 use OCP\IUser;
 use OCP\IUserManager;
 
 /**
  * EventPayloadBuilder turns a Talk bot invocation into the body of POST /v1/talk/events
  * (docs/app-sidecar-protocol.md): the event exactly as Talk gave it, plus what only
- * Nextcloud knows about the sender and the conversation.
+ * Nextcloud knows about the sender and the conversation. Whether the sender may use the
+ * bot is not decided here: the sender carries its groups and the sidecar decides.
  */
 class EventPayloadBuilder {
 	public function __construct(
 		private readonly IUserManager $userManager,
-		private readonly IGroupManager $groupManager,
-		private readonly IConfig $config,
-		private readonly AppSettings $settings,
+		private readonly UserProfile $profiles,
 		private readonly TalkEnvironment $talk,
 		private readonly ITimeFactory $time,
 	) {
@@ -101,7 +98,7 @@ class EventPayloadBuilder {
 	 * users, bots and users that no longer exist.
 	 *
 	 * @param array<string, mixed> $actor
-	 * @return ?array{uid: string, display_name: string, email: string, timezone: string, language: string, is_admin: bool, allowed: bool}
+	 * @return ?array{uid: string, display_name: string, email: string, timezone: string, language: string, groups: list<string>, is_admin: bool}
 	 */
 	public function sender(array $actor): ?array {
 		$id = is_string($actor['id'] ?? null) ? $actor['id'] : '';
@@ -114,17 +111,7 @@ class EventPayloadBuilder {
 		if (!$user instanceof IUser) {
 			return null;
 		}
-		$uid = (string)$user->getUID();
-		$isAdmin = (bool)$this->groupManager->isAdmin($uid);
-		return [
-			'uid' => $uid,
-			'display_name' => (string)$user->getDisplayName(),
-			'email' => (string)($user->getEMailAddress() ?? ''),
-			'timezone' => $this->userValue($uid, 'timezone', $this->config->getSystemValueString('default_timezone', 'UTC'), 'UTC'),
-			'language' => $this->userValue($uid, 'lang', $this->config->getSystemValueString('default_language', 'en'), 'en'),
-			'is_admin' => $isAdmin,
-			'allowed' => $isAdmin || $this->isAllowed($uid),
-		];
+		return ['uid' => (string)$user->getUID()] + $this->profiles->of($user);
 	}
 
 	/**
@@ -147,26 +134,5 @@ class EventPayloadBuilder {
 			'user_count' => $info['user_count'],
 			'private' => $private,
 		];
-	}
-
-	private function isAllowed(string $uid): bool {
-		$groups = $this->settings->allowedGroups();
-		if ($groups === []) {
-			return true;
-		}
-		foreach ($groups as $group) {
-			if ($this->groupManager->isInGroup($uid, $group)) {
-				return true;
-			}
-		}
-		return false;
-	}
-
-	private function userValue(string $uid, string $key, string $systemDefault, string $fallback): string {
-		$value = (string)$this->config->getUserValue($uid, 'core', $key, '');
-		if ($value !== '') {
-			return $value;
-		}
-		return $systemDefault !== '' ? $systemDefault : $fallback;
 	}
 }

@@ -30,6 +30,12 @@ class SidecarClient {
 	public const DEFAULT_TIMEOUT = 5.0;
 	public const DEFAULT_CONNECT_TIMEOUT = 2.0;
 
+	/**
+	 * Timeout of the settings pages' calls: a person waits for the answer, and a USER.md
+	 * save may push to Nextcloud's WebDAV before the sidecar answers.
+	 */
+	public const PAGE_TIMEOUT = 10.0;
+
 	/** Longest sidecar error message carried into our own exception messages. */
 	private const MAX_MESSAGE_LENGTH = 300;
 
@@ -67,6 +73,76 @@ class SidecarClient {
 	 */
 	public function postTalkEvent(string $body, float $timeout, float $connectTimeout): array {
 		return $this->request('POST', self::PATH_TALK_EVENTS, $body, timeout: $timeout, connectTimeout: $connectTimeout);
+	}
+
+	/**
+	 * A path below /v1/users/{uid}/ with the user id percent-encoded as one segment and an
+	 * optional query (RFC 3986 encoding, keys in the given order). $rest is already encoded.
+	 *
+	 * @param array<string, scalar> $query
+	 */
+	public static function userPath(string $uid, string $rest, array $query = []): string {
+		if ($uid === '') {
+			throw new \InvalidArgumentException('empty user id');
+		}
+		return '/v1/users/' . rawurlencode($uid) . '/' . ltrim($rest, '/') . self::query($query);
+	}
+
+	/**
+	 * "?k=v&…" for a non-empty query, "" otherwise.
+	 *
+	 * @param array<string, scalar> $query
+	 */
+	public static function query(array $query): string {
+		return $query === [] ? '' : '?' . http_build_query($query, '', '&', PHP_QUERY_RFC3986);
+	}
+
+	/**
+	 * Signed GET of a JSON resource.
+	 *
+	 * @return array<string, mixed>
+	 */
+	public function getJson(string $pathAndQuery, float $timeout = self::PAGE_TIMEOUT): array {
+		return $this->request('GET', $pathAndQuery, null, timeout: $timeout);
+	}
+
+	/**
+	 * Signed POST; $data null sends no body at all.
+	 *
+	 * @param ?array<string, mixed> $data
+	 * @return array<string, mixed>
+	 */
+	public function postJson(string $pathAndQuery, ?array $data = null, float $timeout = self::PAGE_TIMEOUT, ?float $connectTimeout = null): array {
+		return $this->request('POST', $pathAndQuery, $data === null ? null : self::encode($data), timeout: $timeout, connectTimeout: $connectTimeout);
+	}
+
+	/**
+	 * Signed PUT of a JSON object.
+	 *
+	 * @param array<string, mixed> $data
+	 * @return array<string, mixed>
+	 */
+	public function putJson(string $pathAndQuery, array $data, float $timeout = self::PAGE_TIMEOUT): array {
+		return $this->request('PUT', $pathAndQuery, self::encode($data), timeout: $timeout);
+	}
+
+	/**
+	 * Signed DELETE without a body.
+	 *
+	 * @return array<string, mixed>
+	 */
+	public function deleteJson(string $pathAndQuery, float $timeout = self::PAGE_TIMEOUT): array {
+		return $this->request('DELETE', $pathAndQuery, null, timeout: $timeout);
+	}
+
+	/**
+	 * A JSON object body: an empty array is "{}", never "[]", since every body of the
+	 * protocol is an object.
+	 *
+	 * @param array<string, mixed> $data
+	 */
+	public static function encode(array $data): string {
+		return json_encode($data === [] ? new \stdClass() : $data, JSON_THROW_ON_ERROR | JSON_UNESCAPED_SLASHES | JSON_UNESCAPED_UNICODE);
 	}
 
 	/**
@@ -137,15 +213,26 @@ class SidecarClient {
 		}
 		$code = '';
 		$message = '';
+		$fields = [];
+		$currentEtag = '';
 		if (is_array($data) && is_array($data['error'] ?? null)) {
-			$code = is_string($data['error']['code'] ?? null) ? $data['error']['code'] : '';
-			$message = is_string($data['error']['message'] ?? null) ? $data['error']['message'] : '';
+			$error = $data['error'];
+			$code = is_string($error['code'] ?? null) ? $error['code'] : '';
+			$message = is_string($error['message'] ?? null) ? mb_substr($error['message'], 0, self::MAX_MESSAGE_LENGTH) : '';
+			$currentEtag = is_string($error['current_etag'] ?? null) ? $error['current_etag'] : '';
+			if (is_array($error['fields'] ?? null)) {
+				foreach ($error['fields'] as $field => $problem) {
+					if (is_scalar($problem)) {
+						$fields[(string)$field] = mb_substr((string)$problem, 0, self::MAX_MESSAGE_LENGTH);
+					}
+				}
+			}
 		}
-		$what = sprintf('HTTP %d%s%s', $status, $code === '' ? '' : ' ' . $code, $message === '' ? '' : ': ' . mb_substr($message, 0, self::MAX_MESSAGE_LENGTH));
+		$what = sprintf('HTTP %d%s%s', $status, $code === '' ? '' : ' ' . $code, $message === '' ? '' : ': ' . $message);
 		if ($status >= 400 && $status < 500) {
-			throw new SidecarRejectedException($status, $code, sprintf('sidecar refused %s %s: %s', $method, $pathAndQuery, $what));
+			throw new SidecarRejectedException($status, $code, sprintf('sidecar refused %s %s: %s', $method, $pathAndQuery, $what), $message, $fields, $currentEtag);
 		}
-		throw new SidecarUnavailableException(sprintf('sidecar failed %s %s: %s', $method, $pathAndQuery, $what), $status);
+		throw new SidecarUnavailableException(sprintf('sidecar failed %s %s: %s', $method, $pathAndQuery, $what), $status, null, $code, $message);
 	}
 
 	/**

@@ -74,6 +74,16 @@ final class Directory implements IUserManager, IGroupManager, IConfig {
 		return in_array($userId, $this->groups[$group] ?? [], true);
 	}
 
+	public function getUserGroupIds(IUser $user): array {
+		$ids = [];
+		foreach ($this->groups as $group => $members) {
+			if (in_array($user->getUID(), $members, true)) {
+				$ids[] = (string)$group;
+			}
+		}
+		return $ids;
+	}
+
 	public function getSystemValueString(string $key, string $default = ''): string {
 		return $this->system[$key] ?? $default;
 	}

@@ -67,7 +67,7 @@ final class FakeSidecar {
 
 	/** Forgets everything received and every instruction; the server keeps running. */
 	public function reset(): void {
-		foreach (['control.json', 'requests.jsonl', 'events.jsonl', 'duplicates.jsonl', 'nonces.json', 'seen.json'] as $file) {
+		foreach (['control.json', 'requests.jsonl', 'events.jsonl', 'duplicates.jsonl', 'nonces.json', 'seen.json', 'users.json', 'usermd.json', 'facts.json', 'admin.json', 'bodies.jsonl'] as $file) {
 			@unlink($this->stateDir . '/' . $file);
 		}
 	}
@@ -93,6 +93,26 @@ final class FakeSidecar {
 	/** @return list<array{token: string, message_id: string}> redeliveries the sidecar recognised */
 	public function duplicates(): array {
 		return $this->readLines('duplicates.jsonl');
+	}
+
+	/** @return list<array{method: string, path: string, body: mixed}> bodies of the settings API, decoded */
+	public function bodies(): array {
+		return $this->readLines('bodies.jsonl');
+	}
+
+	/** @return array<string, array<string, mixed>> uid => the last session profile */
+	public function users(): array {
+		$users = json_decode((string)@file_get_contents($this->stateDir . '/users.json'), true);
+		return is_array($users) ? $users : [];
+	}
+
+	/** Writes USER.md of $uid as if it had been changed in Files. */
+	public function setUserMemory(string $uid, string $content): void {
+		$file = $this->stateDir . '/usermd.json';
+		$all = json_decode((string)@file_get_contents($file), true);
+		$all = is_array($all) ? $all : [];
+		$all[$uid] = $content;
+		file_put_contents($file, json_encode($all));
 	}
 
 	/** @return list<array{method: string, uri: string, status: int}> */

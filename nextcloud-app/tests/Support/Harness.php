@@ -10,21 +10,36 @@ declare(strict_types=1);
 namespace OCA\Istota\Tests\Support;
 
 use OCA\Istota\AppInfo\Application;
+use OCA\Istota\Controller\AdminController;
+use OCA\Istota\Controller\MeController;
+use OCA\Istota\Controller\MemoryController;
+use OCA\Istota\Controller\PersonalSettingsController;
+use OCA\Istota\Controller\ScheduleController;
 use OCA\Istota\Db\OutboxMapper;
 use OCA\Istota\Migration\Version000100Date20261122000000;
 use OCA\Istota\Service\AddressingRule;
+use OCA\Istota\Service\AdminService;
 use OCA\Istota\Service\AppSettings;
 use OCA\Istota\Service\AttachmentImporter;
 use OCA\Istota\Service\BotAccount;
 use OCA\Istota\Service\BotRegistration;
 use OCA\Istota\Service\EventPayloadBuilder;
+use OCA\Istota\Service\MemoryService;
+use OCA\Istota\Service\MeService;
 use OCA\Istota\Service\OutboxFlusher;
+use OCA\Istota\Service\PageState;
+use OCA\Istota\Service\PersonalSettingsService;
 use OCA\Istota\Service\RequestSigner;
+use OCA\Istota\Service\ScheduleService;
 use OCA\Istota\Service\SelfTest;
+use OCA\Istota\Service\SessionService;
 use OCA\Istota\Service\SetupService;
 use OCA\Istota\Service\SidecarClient;
 use OCA\Istota\Service\TalkEnvironment;
 use OCA\Istota\Service\TalkEventForwarder;
+use OCA\Istota\Service\UserProfile;
+use OCA\Istota\Service\WsTokenMinter;
+use OCA\Istota\SetupCheck\SidecarSetupCheck;
 use OCA\Talk\Manager;
 use OCA\Talk\Room;
 use OCA\Talk\Service\ParticipantService;
@@ -57,7 +72,16 @@ final class Harness {
 	public readonly RecordingDispatcher $dispatcher;
 	public readonly BotRegistration $registration;
 	public readonly BotAccount $account;
+	public readonly MemoryCacheFactory $cache;
+	public readonly UserProfile $profiles;
+	public readonly SessionService $sessions;
+	public readonly TestUserSession $session;
+	public readonly TestUrlGenerator $urls;
+	public readonly TestL10N $l10n;
 	private readonly string $dbPath;
+
+	/** The app's version in this test instance. */
+	public const APP_VERSION = '0.1.0';
 
 	/**
 	 * @param array<string, array{0: int, 1: int}> $rooms Talk conversations: token => [type, user count]
@@ -82,7 +106,7 @@ final class Harness {
 		$this->flusher = new OutboxFlusher($this->outbox, $this->client, $this->clock, $this->logger);
 
 		$this->directory = new Directory();
-		$this->apps = new TestAppManager();
+		$this->apps = new TestAppManager(['spreed' => '21.1.0', Application::APP_ID => self::APP_VERSION]);
 		$roomObjects = [];
 		$counts = [];
 		foreach ($rooms as $token => [$type, $count]) {
@@ -94,13 +118,69 @@ final class Harness {
 			ParticipantService::class => new ParticipantService($counts),
 		]);
 		$this->talk = new TalkEnvironment($this->apps, $this->container, $this->logger);
-		$this->payloads = new EventPayloadBuilder($this->directory, $this->directory, $this->directory, $this->settings, $this->talk, $this->clock);
+		$this->profiles = new UserProfile($this->directory, $this->directory);
+		$this->payloads = new EventPayloadBuilder($this->directory, $this->profiles, $this->talk, $this->clock);
+		$this->cache = new MemoryCacheFactory($this->clock);
+		$this->sessions = new SessionService($this->directory, $this->profiles, $this->client, $this->settings, $this->cache);
 		$this->files = new TestFiles(substr($this->dbPath, 0, -strlen('.sqlite')) . '-data', $this->directory);
-		$this->attachments = new AttachmentImporter($this->files, $this->directory, $this->settings, $this->logger);
+		$this->attachments = new AttachmentImporter($this->files, $this->directory, $this->settings, $this->sessions, $this->logger);
 		$this->forwarder = new TalkEventForwarder($this->settings, $this->payloads, $this->attachments, $this->client, $this->outbox, $this->flusher, new AddressingRule(), $this->clock, $this->logger);
 		$this->dispatcher = new RecordingDispatcher();
 		$this->registration = new BotRegistration($this->settings, $this->talk, $this->dispatcher);
 		$this->account = new BotAccount($this->directory, $this->settings, $this->random);
+		$this->session = new TestUserSession();
+		$this->urls = new TestUrlGenerator();
+		$this->l10n = new TestL10N();
+	}
+
+	/** Logs $uid in for the controllers (null: nobody is logged in). */
+	public function loginAs(?string $uid): void {
+		$this->session->user = $uid === null ? null : $this->directory->get($uid);
+	}
+
+	/**
+	 * The controllers are built anew for every call, as Nextcloud builds its services per
+	 * request; the memory cache and the sidecar are shared, as between real requests.
+	 */
+	public function meController(): MeController {
+		return new MeController(new TestRequest(), $this->session, $this->l10n, $this->logger,
+			new MeService($this->sessionService(), $this->client), $this->wsTokens());
+	}
+
+	public function sessionService(): SessionService {
+		return new SessionService($this->directory, $this->profiles, $this->client, $this->settings, $this->cache);
+	}
+
+	public function memoryController(): MemoryController {
+		return new MemoryController(new TestRequest(), $this->session, $this->l10n, $this->logger, new MemoryService($this->client));
+	}
+
+	public function scheduleController(): ScheduleController {
+		return new ScheduleController(new TestRequest(), $this->session, $this->l10n, $this->logger, new ScheduleService($this->client));
+	}
+
+	public function personalSettingsController(): PersonalSettingsController {
+		return new PersonalSettingsController(new TestRequest(), $this->session, $this->l10n, $this->logger, new PersonalSettingsService($this->client));
+	}
+
+	public function adminController(): AdminController {
+		return new AdminController(new TestRequest(), $this->session, $this->l10n, $this->logger, $this->adminService());
+	}
+
+	public function adminService(): AdminService {
+		return new AdminService($this->client, $this->apps);
+	}
+
+	public function wsTokens(): WsTokenMinter {
+		return new WsTokenMinter($this->settings, $this->clock, $this->urls);
+	}
+
+	public function pageState(): PageState {
+		return new PageState($this->settings, $this->apps, $this->directory, $this->urls, $this->directory);
+	}
+
+	public function setupCheck(): SidecarSetupCheck {
+		return new SidecarSetupCheck($this->settings, $this->client, $this->talk, $this->apps, $this->l10n);
 	}
 
 	public function selfTest(): SelfTest {

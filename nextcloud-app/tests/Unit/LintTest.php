@@ -19,7 +19,7 @@ class LintTest extends TestCase {
 	/** @return list<string> */
 	private static function phpFiles(): array {
 		$files = [];
-		foreach (['appinfo', 'lib', 'nextcloud-app/tests'] as $dir) {
+		foreach (['appinfo', 'lib', 'templates', 'nextcloud-app/tests'] as $dir) {
 			$root = ISTOTA_REPO_ROOT . '/' . $dir;
 			if (!is_dir($root)) {
 				continue;

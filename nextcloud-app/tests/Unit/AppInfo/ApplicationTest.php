@@ -11,21 +11,29 @@ namespace OCA\Istota\Tests\Unit\AppInfo;
 
 use OCA\Istota\AppInfo\Application;
 use OCA\Istota\Listener\BotInvokeListener;
+use OCA\Istota\SetupCheck\SidecarSetupCheck;
 use OCP\AppFramework\Bootstrap\IRegistrationContext;
 use PHPUnit\Framework\TestCase;
 
 class ApplicationTest extends TestCase {
-	public function testRegistersTheTalkListenerByClassName(): void {
+	public function testRegistersTheTalkListenerByClassNameAndTheSetupCheck(): void {
 		$context = new class implements IRegistrationContext {
 			/** @var list<array{0: string, 1: string}> */
 			public array $listeners = [];
+			/** @var list<string> */
+			public array $setupChecks = [];
 
 			public function registerEventListener(string $event, string $listener, int $priority = 0): void {
 				$this->listeners[] = [$event, $listener];
 			}
+
+			public function registerSetupCheck(string $setupCheckClass): void {
+				$this->setupChecks[] = $setupCheckClass;
+			}
 		};
 		(new Application())->register($context);
 		$this->assertSame([['OCA\Talk\Events\BotInvokeEvent', BotInvokeListener::class]], $context->listeners);
+		$this->assertSame([SidecarSetupCheck::class], $context->setupChecks);
 	}
 
 	/**

@@ -52,8 +52,8 @@ class InfoXmlTest extends TestCase {
 		$commands = array_map('strval', iterator_to_array($info->commands->command, false));
 
 		$this->assertSame(['OCA\Istota\BackgroundJob\FlushOutbox'], $jobs);
-		$this->assertSame(['OCA\Istota\Migration\InstallBot'], $steps['install']);
-		$this->assertSame(['OCA\Istota\Migration\InstallBot'], $steps['post-migration']);
+		$this->assertSame(['OCA\Istota\Migration\InstallBot', 'OCA\Istota\Migration\RestoreSidecarPermissions'], $steps['install']);
+		$this->assertSame(['OCA\Istota\Migration\InstallBot', 'OCA\Istota\Migration\RestoreSidecarPermissions', 'OCA\Istota\Migration\MoveAllowedGroupsToSidecar'], $steps['post-migration']);
 		foreach ($jobs as $class) {
 			$this->assertTrue(is_subclass_of($class, TimedJob::class), $class);
 		}

@@ -12,6 +12,7 @@ namespace OCA\Istota\Tests\Unit\Listener;
 use OCA\Istota\AppInfo\Application;
 use OCA\Istota\Listener\BotInvokeListener;
 use OCA\Istota\Service\AppSettings;
+use OCA\Istota\Service\AttachmentImporter;
 use OCA\Istota\Tests\Support\FakeSidecar;
 use OCA\Istota\Tests\Support\Harness;
 use OCA\Talk\Events\BotInvokeEvent;
@@ -242,7 +243,7 @@ class AttachmentsTest extends TestCase {
 	/** @return array<string, array{0: string, 1: ?list<string>}> */
 	public function sendersWithoutCopy(): array {
 		return [
-			'user outside the allowed groups' => ['users/alice', ['staff']],
+			'user the sidecar does not allow' => ['users/alice', ['staff']],
 			'guest' => ['guests/5f2c0a', null],
 			'federated user' => ['federated_users/carol@other.example.com', null],
 		];
@@ -250,11 +251,11 @@ class AttachmentsTest extends TestCase {
 
 	/**
 	 * @dataProvider sendersWithoutCopy
-	 * @param ?list<string> $allowedGroups
+	 * @param ?list<string> $accessGroups the sidecar's access.groups
 	 */
-	public function testNoCopyForSendersWhoMayNotUseTheBot(string $actor, ?array $allowedGroups): void {
-		if ($allowedGroups !== null) {
-			$this->h->appConfig->setValueString(Application::APP_ID, AppSettings::KEY_ALLOWED_GROUPS, json_encode($allowedGroups));
+	public function testNoCopyForSendersWhoMayNotUseTheBot(string $actor, ?array $accessGroups): void {
+		if ($accessGroups !== null) {
+			self::$sidecar->control(['access_groups' => $accessGroups]);
 		}
 		$id = $this->h->files->put('alice', 'report.pdf', self::PDF);
 		$this->dispatch(self::fileShare($id, 'report.pdf', actor: $actor));
@@ -360,9 +361,43 @@ class AttachmentsTest extends TestCase {
 		$this->assertSame('the file was not found in the sender\'s files', $this->received()['attachment_errors'][0]['reason']);
 	}
 
-	public function testTheCopyIsMadeOnceAndTravelsWithTheOutbox(): void {
+	public function testTheSidecarIsAskedOnceAndItsAnswerIsCached(): void {
+		self::$sidecar->control(['access_groups' => ['staff']]);
+		$this->dispatch(self::fileShare($this->h->files->put('bob', 'a.pdf', self::PDF), 'a.pdf', actor: 'users/bob', messageId: '1'));
+		$this->dispatch(self::fileShare($this->h->files->put('bob', 'b.pdf', self::PDF), 'b.pdf', actor: 'users/bob', messageId: '2'));
+
+		$sessions = array_values(array_filter(self::$sidecar->requests(), static fn (array $r): bool => $r['uri'] === '/v1/users/bob/session'));
+		$this->assertCount(1, $sessions, 'the second file uses the cached answer');
+		$profile = self::$sidecar->users()['bob'];
+		$this->assertSame(['staff'], $profile['groups']);
+		$this->assertFalse($profile['is_admin']);
+		$this->assertSame(['Users/bob/inbox/a.pdf' => self::PDF, 'Users/bob/inbox/b.pdf' => self::PDF], $this->h->files->contents('istota'));
+	}
+
+	public function testWhenTheSidecarCannotBeAskedNoCopyIsMadeAndTheUserIsTold(): void {
 		$h = $this->harness(FakeSidecar::deadUrl());
 		try {
+			$id = $h->files->put('alice', 'report.pdf', self::PDF);
+			$this->dispatch(self::fileShare($id, 'report.pdf'), $h);
+
+			$rows = $h->outbox->head(10);
+			$this->assertCount(1, $rows, 'the event waits in the outbox');
+			$body = json_decode($rows[0]->body, true);
+			$this->assertSame([['name' => 'report.pdf', 'reason' => AttachmentImporter::ACCESS_UNKNOWN]], $body['attachment_errors']);
+			$this->assertArrayNotHasKey('attachments', $body);
+			$this->assertSame([], $h->files->opened);
+			$this->assertSame([], $h->files->contents('istota'));
+		} finally {
+			$h->close();
+		}
+	}
+
+	public function testTheCopyIsMadeOnceAndTravelsWithTheOutbox(): void {
+		$h = $this->harness(self::$sidecar->url);
+		try {
+			// A message earlier in the minute asked the sidecar; then it went down.
+			$this->assertTrue($h->sessions->mayUse('alice'));
+			$h->settings->setSidecarUrl(FakeSidecar::deadUrl());
 			$id = $h->files->put('alice', 'report.pdf', self::PDF);
 			$this->dispatch(self::fileShare($id, 'report.pdf'), $h);
 

@@ -143,8 +143,8 @@ class BotInvokeListenerTest extends TestCase {
 			'email' => 'alice@example.com',
 			'timezone' => 'Europe/Berlin',
 			'language' => 'de',
+			'groups' => [],
 			'is_admin' => false,
-			'allowed' => true,
 		], $payload['sender']);
 		$this->assertSame([
 			'token' => 'grouptok',
@@ -182,20 +182,28 @@ class BotInvokeListenerTest extends TestCase {
 		$this->assertNull(self::$sidecar->events()[0]['payload']['sender']);
 	}
 
-	public function testAllowedGroupsDecideWhoMayUseTheBot(): void {
-		$this->h->appConfig->setValueString(Application::APP_ID, AppSettings::KEY_ALLOWED_GROUPS, '["staff"]');
+	/**
+	 * Access is the sidecar's decision (docs/user-api.md, "Access"): the sender carries the
+	 * group ids and the admin flag, and no verdict of the app's own.
+	 */
+	public function testSenderCarriesGroupsAndTheAdminFlagForTheSidecarToDecide(): void {
+		$this->h->directory->groups['staff'][] = 'root';
 		$this->dispatch(self::create('grouptok', '1', 'hi', 'users/alice'));
 		$this->dispatch(self::create('grouptok', '2', 'hi', 'users/bob'));
 		$this->dispatch(self::create('grouptok', '3', 'hi', 'users/root'));
 		$senders = array_map(static fn (array $e): array => $e['payload']['sender'], self::$sidecar->events());
-		$this->assertSame([false, true, true], array_column($senders, 'allowed'));
+		$this->assertSame([[], ['staff'], ['admin', 'staff']], array_column($senders, 'groups'));
 		$this->assertSame([false, false, true], array_column($senders, 'is_admin'));
+		foreach ($senders as $sender) {
+			$this->assertArrayNotHasKey('allowed', $sender);
+		}
 	}
 
-	public function testAllowedGroupsStoredAsAnArrayWork(): void {
-		$this->h->appConfig->setValueArray(Application::APP_ID, AppSettings::KEY_ALLOWED_GROUPS, ['staff']);
+	public function testTheOldAllowedGroupsSettingNoLongerFiltersAnything(): void {
+		$this->h->appConfig->setValueString(Application::APP_ID, 'allowed_groups', '["staff"]');
 		$this->dispatch(self::create('grouptok', '1', 'hi', 'users/alice'));
-		$this->assertFalse(self::$sidecar->events()[0]['payload']['sender']['allowed']);
+		$this->assertCount(1, self::$sidecar->events());
+		$this->assertArrayNotHasKey('allowed', self::$sidecar->events()[0]['payload']['sender']);
 	}
 
 	/** @return array<string, array{0: string, 1: bool}> */

@@ -13,6 +13,7 @@ use OCA\Istota\Exception\SidecarNotConfiguredException;
 use OCA\Istota\Exception\SidecarRejectedException;
 use OCA\Istota\Exception\SidecarUnavailableException;
 use OCA\Istota\Service\RequestSigner;
+use OCA\Istota\Service\SidecarClient;
 use OCA\Istota\Tests\Support\FakeSidecar;
 use OCA\Istota\Tests\Support\Harness;
 use OCA\Istota\Tests\Support\StreamClientService;
@@ -190,6 +191,77 @@ class SidecarClientTest extends TestCase {
 		[$status, $body] = $this->raw($headers, '{"nonce_echo":"x"}');
 		$this->assertSame(401, $status);
 		$this->assertSame('replayed_request', $body['error']['code']);
+	}
+
+	/** @return array<string, array{0: string, 1: string, 2: array<string, scalar>, 3: string}> */
+	public function userPaths(): array {
+		return [
+			'plain' => ['alice', 'status', [], '/v1/users/alice/status'],
+			'address' => ['alice@example.com', 'status', ['limit' => 10], '/v1/users/alice%40example.com/status?limit=10'],
+			'spaces and slashes stay in one segment' => ['a b/c', 'memory/user', [], '/v1/users/a%20b%2Fc/memory/user'],
+			'query in RFC 3986 form' => ['zoë', 'memory/search', ['q' => 'tea & cake', 'limit' => 5], '/v1/users/zo%C3%AB/memory/search?q=tea%20%26%20cake&limit=5'],
+		];
+	}
+
+	/**
+	 * @dataProvider userPaths
+	 * @param array<string, scalar> $query
+	 */
+	public function testUserPathsEncodeTheUserAsOneSegment(string $uid, string $rest, array $query, string $want): void {
+		$this->assertSame($want, SidecarClient::userPath($uid, $rest, $query));
+	}
+
+	public function testAnEmptyUserIdIsRefused(): void {
+		$this->expectException(\InvalidArgumentException::class);
+		SidecarClient::userPath('', 'status');
+	}
+
+	public function testBodiesAreAlwaysJsonObjects(): void {
+		$this->assertSame('{}', SidecarClient::encode([]));
+		$this->assertSame('{"a":[],"b":"ü/"}', SidecarClient::encode(['a' => [], 'b' => 'ü/']));
+	}
+
+	public function testSignedJsonCallsOfEveryVerbAreAccepted(): void {
+		$this->h->directory->addUser('alice', 'Alice');
+		$this->assertTrue($this->h->client->postJson(SidecarClient::userPath('alice', 'session'), ['groups' => [], 'is_admin' => false])['allowed']);
+		$this->assertSame('', $this->h->client->getJson(SidecarClient::userPath('alice', 'memory/user'))['content']);
+		$this->assertArrayHasKey('etag', $this->h->client->putJson(SidecarClient::userPath('alice', 'memory/user'), ['content' => 'x', 'etag' => '"' . hash('sha256', '') . '"']));
+		$this->assertSame(['ok' => true], $this->h->client->deleteJson(SidecarClient::userPath('alice', 'memory/facts/1')));
+		$this->assertSame([200, 200, 200, 200], array_column(self::$sidecar->requests(), 'status'));
+		$this->assertSame(SidecarClient::PAGE_TIMEOUT, $this->h->http->requests[1]['options']['timeout']);
+		$this->assertArrayNotHasKey('body', $this->h->http->requests[1]['options'], 'GET has no body');
+		$this->assertArrayNotHasKey('Content-Type', $this->h->http->requests[3]['options']['headers'], 'DELETE has no body');
+	}
+
+	public function testRejectionsCarryFieldsAndTheCurrentEtag(): void {
+		$this->h->client->postJson(SidecarClient::userPath('alice', 'session'), ['groups' => [], 'is_admin' => false]);
+		try {
+			$this->h->client->putJson(SidecarClient::userPath('alice', 'settings'), ['timezone' => 'Mars/Olympus']);
+			$this->fail('expected a rejection');
+		} catch (SidecarRejectedException $e) {
+			$this->assertSame([422, 'invalid_settings', 'some settings are not valid'], [$e->getHttpStatus(), $e->getErrorCode(), $e->getSidecarMessage()]);
+			$this->assertSame(['timezone' => 'not an IANA time zone'], $e->getFields());
+			$this->assertTrue($e->isPermanent());
+		}
+		self::$sidecar->setUserMemory('alice', 'changed in Files');
+		try {
+			$this->h->client->putJson(SidecarClient::userPath('alice', 'memory/user'), ['content' => 'x', 'etag' => '"old"']);
+			$this->fail('expected a conflict');
+		} catch (SidecarRejectedException $e) {
+			$this->assertSame([409, 'conflict'], [$e->getHttpStatus(), $e->getErrorCode()]);
+			$this->assertSame('"' . hash('sha256', 'changed in Files') . '"', $e->getCurrentEtag());
+			$this->assertSame([], $e->getFields());
+		}
+	}
+
+	public function testServerErrorsCarryTheirCodeAndMessage(): void {
+		self::$sidecar->control(['api_status' => 503]);
+		try {
+			$this->h->client->getJson('/v1/admin/health');
+			$this->fail('expected unavailable');
+		} catch (SidecarUnavailableException $e) {
+			$this->assertSame([503, 'internal', 'internal error'], [$e->getHttpStatus(), $e->getErrorCode(), $e->getSidecarMessage()]);
+		}
 	}
 
 	/** @return array{0: int, 1: array} */

@@ -15,4 +15,7 @@ interface IGroupManager {
 	public function isAdmin($userId);
 
 	public function isInGroup($userId, $group);
+
+	/** @return list<string> */
+	public function getUserGroupIds(IUser $user): array;
 }

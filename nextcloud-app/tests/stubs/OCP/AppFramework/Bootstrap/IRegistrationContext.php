@@ -13,4 +13,7 @@ namespace OCP\AppFramework\Bootstrap;
 
 interface IRegistrationContext {
 	public function registerEventListener(string $event, string $listener, int $priority = 0): void;
+
+	/** @param class-string<\OCP\SetupCheck\ISetupCheck> $setupCheckClass */
+	public function registerSetupCheck(string $setupCheckClass): void;
 }

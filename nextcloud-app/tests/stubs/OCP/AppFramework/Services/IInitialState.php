@@ -1,0 +1,20 @@
+<?php
+
+declare(strict_types=1);
+
+/**
+ * SPDX-FileCopyrightText: 2026 Istota contributors
+ * SPDX-License-Identifier: AGPL-3.0-or-later
+ *
+ * Test stub: hand-written minimal signature of Nextcloud OCP stable31, only what the app uses.
+ */
+
+namespace OCP\AppFramework\Services;
+
+use Closure;
+
+interface IInitialState {
+	public function provideInitialState(string $key, $data): void;
+
+	public function provideLazyInitialState(string $key, Closure $closure): void;
+}

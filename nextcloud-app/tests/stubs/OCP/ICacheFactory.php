@@ -1,0 +1,24 @@
+<?php
+
+declare(strict_types=1);
+
+/**
+ * SPDX-FileCopyrightText: 2026 Istota contributors
+ * SPDX-License-Identifier: AGPL-3.0-or-later
+ *
+ * Test stub: hand-written minimal signature of Nextcloud OCP stable31, only what the app uses.
+ */
+
+namespace OCP;
+
+interface ICacheFactory {
+	public function isAvailable(): bool;
+
+	public function isLocalCacheAvailable(): bool;
+
+	public function createLocking(string $prefix = ''): IMemcache;
+
+	public function createDistributed(string $prefix = ''): ICache;
+
+	public function createLocal(string $prefix = ''): ICache;
+}

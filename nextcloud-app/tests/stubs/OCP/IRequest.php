@@ -1,0 +1,24 @@
+<?php
+
+declare(strict_types=1);
+
+/**
+ * SPDX-FileCopyrightText: 2026 Istota contributors
+ * SPDX-License-Identifier: AGPL-3.0-or-later
+ *
+ * Test stub: hand-written minimal signature of Nextcloud OCP stable31, only what the app uses.
+ */
+
+namespace OCP;
+
+interface IRequest {
+	public function getHeader(string $name): string;
+
+	public function getParam(string $key, $default = null);
+
+	public function getParams(): array;
+
+	public function getMethod(): string;
+
+	public function passesCSRFCheck(): bool;
+}

@@ -1,0 +1,26 @@
+<?php
+
+declare(strict_types=1);
+
+/**
+ * SPDX-FileCopyrightText: 2026 Istota contributors
+ * SPDX-License-Identifier: AGPL-3.0-or-later
+ *
+ * Test stub: hand-written minimal signature of Nextcloud OCP stable31, only what the app uses.
+ */
+
+namespace OCP\Settings;
+
+interface IIconSection {
+	/** @return string */
+	public function getID();
+
+	/** @return string */
+	public function getName();
+
+	/** @return int */
+	public function getPriority();
+
+	/** @return string */
+	public function getIcon();
+}

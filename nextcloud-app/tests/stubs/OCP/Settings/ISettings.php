@@ -1,0 +1,25 @@
+<?php
+
+declare(strict_types=1);
+
+/**
+ * SPDX-FileCopyrightText: 2026 Istota contributors
+ * SPDX-License-Identifier: AGPL-3.0-or-later
+ *
+ * Test stub: hand-written minimal signature of Nextcloud OCP stable31, only what the app uses.
+ */
+
+namespace OCP\Settings;
+
+use OCP\AppFramework\Http\TemplateResponse;
+
+interface ISettings {
+	/** @return TemplateResponse */
+	public function getForm();
+
+	/** @return string|null */
+	public function getSection();
+
+	/** @return int */
+	public function getPriority();
+}

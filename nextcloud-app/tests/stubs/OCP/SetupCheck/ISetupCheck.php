@@ -1,0 +1,20 @@
+<?php
+
+declare(strict_types=1);
+
+/**
+ * SPDX-FileCopyrightText: 2026 Istota contributors
+ * SPDX-License-Identifier: AGPL-3.0-or-later
+ *
+ * Test stub: hand-written minimal signature of Nextcloud OCP stable31, only what the app uses.
+ */
+
+namespace OCP\SetupCheck;
+
+interface ISetupCheck {
+	public function getCategory(): string;
+
+	public function getName(): string;
+
+	public function run(): SetupResult;
+}
