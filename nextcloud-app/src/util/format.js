@@ -1,0 +1,90 @@
+/**
+ * SPDX-FileCopyrightText: 2026 Istota contributors
+ * SPDX-License-Identifier: AGPL-3.0-or-later
+ *
+ * Formatting for people: times in the browser's locale, durations, token counts, cost.
+ */
+import { getCanonicalLocale, n, t } from '@nextcloud/l10n'
+
+/**
+ * formatTime shows an RFC 3339 time, or a dash when unknown.
+ *
+ * @param {string|null|undefined} iso the time
+ * @param {string} [timeZone] an IANA zone; the browser's when empty
+ * @return {string}
+ */
+export function formatTime(iso, timeZone) {
+	if (!iso) {
+		return '–'
+	}
+	const d = new Date(iso)
+	if (Number.isNaN(d.getTime())) {
+		return '–'
+	}
+	const options = { dateStyle: 'medium', timeStyle: 'short' }
+	try {
+		return d.toLocaleString(getCanonicalLocale(), timeZone ? { ...options, timeZone } : options)
+	} catch {
+		// An unknown zone name: the browser's own zone is still right, just not labelled.
+		return d.toLocaleString(getCanonicalLocale(), options)
+	}
+}
+
+/**
+ * formatDuration shows milliseconds as "850 ms", "12 s", "3 min 5 s" or "1 h 2 min".
+ *
+ * @param {number|null|undefined} ms the duration
+ * @return {string}
+ */
+export function formatDuration(ms) {
+	if (ms === null || ms === undefined || Number.isNaN(Number(ms)) || ms < 0) {
+		return '–'
+	}
+	if (ms < 1000) {
+		return t('istota', '{ms} ms', { ms: Math.round(ms) })
+	}
+	const total = Math.round(ms / 1000)
+	const h = Math.floor(total / 3600)
+	const m = Math.floor((total % 3600) / 60)
+	const s = total % 60
+	if (h > 0) {
+		return t('istota', '{h} h {m} min', { h, m })
+	}
+	if (m > 0) {
+		return t('istota', '{m} min {s} s', { m, s })
+	}
+	return t('istota', '{s} s', { s })
+}
+
+/**
+ * formatNumber groups digits in the user's locale.
+ *
+ * @param {number} value the number
+ * @return {string}
+ */
+export function formatNumber(value) {
+	return new Intl.NumberFormat(getCanonicalLocale()).format(Number(value) || 0)
+}
+
+/**
+ * formatTokens shows input and output tokens of a task or a period.
+ *
+ * @param {number} input input tokens
+ * @param {number} output output tokens
+ * @return {string}
+ */
+export function formatTokens(input, output) {
+	const total = (Number(input) || 0) + (Number(output) || 0)
+	return n('istota', '%n token', '%n tokens', total).replace(String(total), formatNumber(total))
+		+ ' ' + t('istota', '({input} in, {output} out)', { input: formatNumber(input), output: formatNumber(output) })
+}
+
+/**
+ * formatCost shows an estimated cost in US dollars.
+ *
+ * @param {number} usd the cost
+ * @return {string}
+ */
+export function formatCost(usd) {
+	return new Intl.NumberFormat(getCanonicalLocale(), { style: 'currency', currency: 'USD', maximumFractionDigits: 4 }).format(Number(usd) || 0)
+}

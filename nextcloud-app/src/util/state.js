@@ -1,0 +1,22 @@
+/**
+ * SPDX-FileCopyrightText: 2026 Istota contributors
+ * SPDX-License-Identifier: AGPL-3.0-or-later
+ */
+import { loadState } from '@nextcloud/initial-state'
+
+/**
+ * pageState is the page's initial state (IInitialState 'istota' / 'settings'), with
+ * defaults so that a template without it still renders.
+ *
+ * @return {{botName: string, version: string, filesUrl: string, wsPath: string, isAdmin: boolean}}
+ */
+export function pageState() {
+	const state = loadState('istota', 'settings', {})
+	return {
+		botName: state.botName || 'Istota',
+		version: state.version || '',
+		filesUrl: state.filesUrl || '',
+		wsPath: state.wsPath || '',
+		isAdmin: Boolean(state.isAdmin),
+	}
+}
