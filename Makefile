@@ -25,7 +25,7 @@ build: ## build the sidecar into bin/istota
 run: deps build ## run the sidecar with the embedded SQLite database in ./var
 	ISTOTA_CLAUDE_PATH=$${ISTOTA_CLAUDE_PATH:-$(ISTOTA_CLAUDE_BIN)} ./$(BIN) serve $(if $(CONFIG),-c $(CONFIG))
 
-test: deps test-go test-php ## run every test (Go with real SQLite, bwrap and the claude CLI; PHP)
+test: deps test-go test-php test-js test-browser test-appstore ## run every test (Go with real SQLite, bwrap and the claude CLI; PHP; front end; packaging)
 
 test-go:
 	$(GO) vet -tags $(GOTAGS) ./sidecar/...
@@ -50,5 +50,26 @@ bench: deps ## report throughput and latency figures (Go benchmarks) into bench.
 fmt: ## format Go code
 	gofmt -w sidecar
 
+# Front end: the settings pages (Vue 3, @nextcloud/vue) built into js/, their unit tests
+# (vitest) and browser tests (playwright-core + Debian's Chromium against a real sidecar;
+# screenshots in build/screenshots/).
+.PHONY: js test-js test-browser
+js: deps ## build the settings pages into js/ (committed, so the app works from git)
+	cd nextcloud-app && npm run --silent build
+
+test-js: deps ## vitest: the pages' stores, API wrappers, live progress and signing
+	cd nextcloud-app && npm test
+
+test-browser: deps build js ## the built pages in headless Chromium against a running sidecar
+	cd nextcloud-app && npm run --silent test:browser
+
+# Release packaging: the app-store tarball with static sidecar binaries for amd64 and arm64.
+.PHONY: appstore test-appstore
+appstore: deps js ## build build/appstore/istota-<version>.tar.gz (sign: SIGN_KEY=app.key SIGN_CERT=app.crt)
+	scripts/appstore.sh $(if $(SIGN_KEY),--sign-key '$(SIGN_KEY)') $(if $(SIGN_CERT),--sign-cert '$(SIGN_CERT)')
+
+test-appstore: js ## build the tarball; check its allowlist, binaries, schema, signing and deploy/
+	scripts/test-appstore.sh
+
 clean: ## remove build output
-	rm -rf bin bench.txt
+	rm -rf bin bench.txt build/appstore

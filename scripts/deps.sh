@@ -14,6 +14,11 @@ apt_packages=(
   strace              # the sandbox tests prove ptrace is denied
   curl perl           # probes the sandbox and proxy tests run inside
   sqlite3
+  chromium            # the settings pages' browser tests (playwright-core drives it headless)
+  # packaging (make appstore / test-appstore): static arm64 cross build, binary checks,
+  # signing, signature.json checked with the phpseclib Nextcloud uses, proxy snippets
+  gcc-aarch64-linux-gnu libc6-dev-arm64-cross file openssl php-phpseclib
+  nginx-light apache2-bin
 )
 missing=()
 for p in "${apt_packages[@]}"; do

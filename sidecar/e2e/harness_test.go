@@ -104,6 +104,8 @@ type sidecarOptions struct {
 	logLevel                           string
 	allowedHosts, allowPrivate         []string
 	botUser, botPassword               string
+	// brainKind is brain.kind ("" is claude); model is brain.model.
+	brainKind, model string
 }
 
 func newSidecar(t testing.TB, o sidecarOptions) *sidecar {
@@ -119,6 +121,9 @@ func newSidecar(t testing.TB, o sidecarOptions) *sidecar {
 	}
 	if o.logLevel == "" {
 		o.logLevel = "debug"
+	}
+	if o.brainKind == "" {
+		o.brainKind = "claude"
 	}
 	s := &sidecar{t: t, dir: dir, secret: []byte("e2e-shared-secret-0123456789abcdef0123")}
 	port := freePort(t)
@@ -136,6 +141,8 @@ bot_name = "Istota"
 bot_secret = %q
 progress_interval = %q
 [brain]
+kind = %q
+model = %q
 claude_path = %q
 api_base_url = %q
 api_key = %q
@@ -147,7 +154,7 @@ level = %q
 [network]
 allowed_hosts = %s
 allow_private = %s
-`, filepath.Join(dir, "data"), port, o.talkURL, s.secret, o.botUser, o.botPassword, o.botSecret, o.progressInterval, claudeBinary(t), o.apiURL, o.apiKey, o.logLevel,
+`, filepath.Join(dir, "data"), port, o.talkURL, s.secret, o.botUser, o.botPassword, o.botSecret, o.progressInterval, o.brainKind, o.model, claudeBinary(t), o.apiURL, o.apiKey, o.logLevel,
 		tomlList(o.allowedHosts), tomlList(o.allowPrivate))
 	s.cfgPath = filepath.Join(dir, "istota.toml")
 	if err := os.WriteFile(s.cfgPath, []byte(cfg), 0o600); err != nil {

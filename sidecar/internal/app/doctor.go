@@ -68,6 +68,9 @@ func cmdDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return fmt.Sprintf("%s, schema %d, %d task(s) queued or running", cfg.Database.Path, store.SchemaVersion(), n), nil
 	})
 	check("agent binary", func() (string, error) {
+		if cfg.Brain.Kind != "claude" {
+			return "none needed: the " + cfg.Brain.Kind + " brain runs in the sidecar (model " + cfg.Brain.Model + ")", nil
+		}
 		path, err := exec.LookPath(cfg.Brain.ClaudePath)
 		if err != nil {
 			return "", fmt.Errorf("%s not found (install @anthropic-ai/claude-code): %w", cfg.Brain.ClaudePath, err)
@@ -125,6 +128,9 @@ func cmdDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 		return "set (never shown)", nil
 	})
+	if cfg.Mail.Enabled {
+		check("mail", func() (string, error) { return doctorMail(ctx, cfg) })
+	}
 	check("signed round trip", func() (string, error) {
 		return doctorPing(ctx, cfg)
 	})

@@ -37,12 +37,17 @@ type sandboxLaunchers struct {
 }
 
 func newSandboxLaunchers(ctx context.Context, cfg config.Config, log *slog.Logger) (*sandboxLaunchers, error) {
-	agent, err := exec.LookPath(cfg.Brain.ClaudePath)
-	if err != nil {
-		return nil, fmt.Errorf("brain.claude_path: the claude CLI %q was not found: %w (install @anthropic-ai/claude-code)", cfg.Brain.ClaudePath, err)
-	}
-	if agent, err = filepath.EvalSymlinks(agent); err != nil {
-		return nil, fmt.Errorf("brain.claude_path: %w", err)
+	// Only the claude brain runs an agent binary inside the sandbox; the openai brain
+	// runs its loop in the sidecar and starts a sandbox per tool call.
+	var agent string
+	if cfg.Brain.Kind == "claude" {
+		var err error
+		if agent, err = exec.LookPath(cfg.Brain.ClaudePath); err != nil {
+			return nil, fmt.Errorf("brain.claude_path: the claude CLI %q was not found: %w (install @anthropic-ai/claude-code)", cfg.Brain.ClaudePath, err)
+		}
+		if agent, err = filepath.EvalSymlinks(agent); err != nil {
+			return nil, fmt.Errorf("brain.claude_path: %w", err)
+		}
 	}
 	scfg, err := sandboxConfig(cfg)
 	if err != nil {
@@ -194,7 +199,7 @@ func (tl *taskLauncher) Command(ctx context.Context, argv []string, env map[stri
 		Argv:        argv,
 		Env:         merged,
 		Stdin:       stdin,
-		LLM:         &sandbox.LLMUpstream{BaseURL: l.cfg.Brain.APIBaseURL, APIKey: l.cfg.Brain.APIKey, Header: "x-api-key"},
+		LLM:         l.gateway(),
 		Services:    services,
 		OnUsage:     tl.recordUsage,
 	})
@@ -271,4 +276,14 @@ func shareDatabaseWithAgents(cfg config.Config, gid int) error {
 		}
 	}
 	return nil
+}
+
+// gateway is the model gateway a task's sandbox gets: the claude CLI inside talks to the
+// Anthropic API through it. The openai brain calls its API from the sidecar, so its
+// sandboxes get none and code inside cannot spend the key.
+func (l *sandboxLaunchers) gateway() *sandbox.LLMUpstream {
+	if l.cfg.Brain.Kind != "claude" {
+		return nil
+	}
+	return &sandbox.LLMUpstream{BaseURL: l.cfg.Brain.APIBaseURL, APIKey: l.cfg.Brain.APIKey, Header: "x-api-key"}
 }

@@ -17,13 +17,17 @@ import (
 	"time"
 
 	"github.com/istota/istota/sidecar/internal/audit"
+	"github.com/istota/istota/sidecar/internal/brain"
 	"github.com/istota/istota/sidecar/internal/brain/claude"
 	"github.com/istota/istota/sidecar/internal/brain/command"
+	"github.com/istota/istota/sidecar/internal/brain/openai"
+	"github.com/istota/istota/sidecar/internal/briefing"
 	"github.com/istota/istota/sidecar/internal/calendar"
 	"github.com/istota/istota/sidecar/internal/config"
 	"github.com/istota/istota/sidecar/internal/credproxy"
 	"github.com/istota/istota/sidecar/internal/deferred"
 	"github.com/istota/istota/sidecar/internal/executor"
+	"github.com/istota/istota/sidecar/internal/heartbeat"
 	"github.com/istota/istota/sidecar/internal/httpapi"
 	"github.com/istota/istota/sidecar/internal/intake"
 	"github.com/istota/istota/sidecar/internal/jobs"
@@ -61,8 +65,12 @@ type sidecar struct {
 	api      *httpapi.API
 	owner    string
 	launcher *sandboxLaunchers
+	mail     *mailChannel // nil unless [mail] is enabled
 	sched    *schedule.Scheduler
-	jobs     *jobs.Runner // CRON.md jobs and TASKS.md lines
+	jobs     *jobs.Runner      // CRON.md jobs and TASKS.md lines
+	checks   *heartbeat.Runner // HEARTBEAT.md checks
+	brief    *briefing.Runner  // BRIEFINGS.md briefings
+	pages    pages             // settings pages: admin settings, their API, live progress
 }
 
 func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -119,6 +127,10 @@ func openSidecar(ctx context.Context, cfg config.Config, log *slog.Logger, servi
 	if err != nil {
 		return nil, err
 	}
+	// The admin panel's settings, layered over the config file, shape everything below.
+	if cfg, err = s.openSettings(ctx, cfg); err != nil {
+		return nil, err
+	}
 	host, _ := os.Hostname()
 	s.owner = fmt.Sprintf("%s:%d:%d", host, os.Getpid(), time.Now().UnixNano())
 	// The executor is built below; the closure only runs once serving has started.
@@ -153,7 +165,10 @@ func openSidecar(ctx context.Context, cfg config.Config, log *slog.Logger, servi
 	}
 	s.launcher.skills = credproxy.New(registry, creds, auditLog, log.With("component", "credproxy"), credproxy.Options{})
 	s.launcher.usage = usage.New(s.db)
-	brain := claude.New(claude.Config{Binary: s.launcher.agentPath(), Model: cfg.Brain.Model, MaxTurns: cfg.Brain.MaxTurns}, log.With("component", "claude"))
+	agent, err := s.newBrain(cfg, log)
+	if err != nil {
+		return nil, err
+	}
 	files, err := s.openFiles()
 	if err != nil {
 		return nil, err
@@ -180,8 +195,17 @@ func openSidecar(ctx context.Context, cfg config.Config, log *slog.Logger, servi
 			return nil, err
 		}
 	}
-	s.exec = executor.New(s.db, s.queue, s.outbox, brain, s.launcher, executor.Options{
+	// E-mail channel: attachments go to the user's mirror, which the executor syncs.
+	mailRoot := func(uid string) (string, error) { return executor.UserMirror(cfg.DataDir, uid), nil }
+	if s.files != nil {
+		mailRoot = s.files.UserRoot
+	}
+	if s.mail, err = openMail(cfg, s.db, s.queue, registry, mailRoot, s.mayUse, func() { s.pool.Wake() }, log); err != nil {
+		return nil, err
+	}
+	s.exec = executor.New(s.db, s.queue, s.outbox, agent, s.launcher, executor.Options{
 		Files:               files,
+		Mailer:              s.mail.mailer(),
 		Facts:               s.graph,
 		Memory:              s.mem,
 		Usage:               s.launcher.usage,
@@ -198,7 +222,7 @@ func openSidecar(ctx context.Context, cfg config.Config, log *slog.Logger, servi
 		ContextMessages:     cfg.Talk.ContextMessages,
 		Owner:               s.owner,
 		Logger:              log.With("component", "executor"),
-		OnReply:             s.outbox.Wake,
+		OnReply:             func() { s.outbox.Wake(); s.mail.wake() },
 		Commands:            command.Shell{},
 		Deferred: deferred.New(kvs, s.queue, auditLog, log.With("component", "deferred"),
 			deferred.Options{SubtaskSource: queue.SourceSubtask}),
@@ -223,25 +247,67 @@ func openSidecar(ctx context.Context, cfg config.Config, log *slog.Logger, servi
 	s.jobs = jobs.New(s.db, s.sched, s.queue, s.outbox,
 		&userConfigFiles{db: s.db, dataDir: s.cfg.DataDir, botDir: strings.ToLower(cfg.Talk.BotName), ws: s.files},
 		jobs.Options{BotName: cfg.Talk.BotName, Logger: log.With("component", "jobs"), OnTask: s.pool.Wake, OnReply: s.outbox.Wake})
+	s.checks, err = s.openHeartbeat(&userConfigFiles{db: s.db, dataDir: s.cfg.DataDir, botDir: strings.ToLower(cfg.Talk.BotName), ws: s.files})
+	if err != nil {
+		return nil, err
+	}
+	s.brief, err = s.openBriefings(&userConfigFiles{db: s.db, dataDir: s.cfg.DataDir, botDir: strings.ToLower(cfg.Talk.BotName), ws: s.files})
+	if err != nil {
+		return nil, err
+	}
 	s.intake = intake.New(s.db, s.queue, s.outbox, intake.Options{
 		BotName:   cfg.Talk.BotName,
 		Logger:    log.With("component", "intake"),
 		Canceller: s.pool,
 		Usage:     s.launcher.usage,
 		Cron:      cronCommands{Scheduler: s.sched, runner: s.jobs},
+		Checks:    s.checks,
 		Memory:    memoryView{dataDir: s.cfg.DataDir, botDir: strings.ToLower(cfg.Talk.BotName), graph: s.graph, mem: s.mem},
 		OnTask:    s.pool.Wake,
 		OnReply:   s.outbox.Wake,
+		Access:    s.pages.settings,
+		Budget:    s.budget(),
 	})
+	if err := s.openPages(heartbeatStatus{s.checks}, briefingStatus{s.brief}); err != nil {
+		return nil, err
+	}
 	s.api = httpapi.New(s.intake, signing.NewNonces(s.db), httpapi.Options{
 		Secret:       []byte(cfg.Nextcloud.SharedSecret),
 		MaxBodyBytes: cfg.Server.MaxBodyBytes,
 		Version:      Version,
 		Schema:       store.SchemaVersion(),
 		Logger:       log.With("component", "http"),
+		Portal:       s.pages.portal,
+		Live:         s.pages.hub,
 	})
 	ok = true
 	return s, nil
+}
+
+// newBrain builds the agent brain.kind names. The openai brain runs its loop here, in
+// the sidecar, so the key stays outside the sandbox and its token usage is recorded per
+// model response from here (the sandbox gateway records the claude brain's).
+func (s *sidecar) newBrain(cfg config.Config, log *slog.Logger) (brain.Brain, error) {
+	if cfg.Brain.Kind != "openai" {
+		return claude.New(claude.Config{Binary: s.launcher.agentPath(), Model: cfg.Brain.Model, MaxTurns: cfg.Brain.MaxTurns}, log.With("component", "claude")), nil
+	}
+	usageLog := log.With("component", "openai")
+	b, err := openai.New(openai.Config{
+		BaseURL: cfg.Brain.APIBaseURL, APIKey: cfg.Brain.APIKey, Model: cfg.Brain.Model, MaxTurns: cfg.Brain.MaxTurns,
+		OnUsage: func(req brain.Request, u openai.Usage) {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			err := s.launcher.usage.Record(ctx, usage.Entry{At: time.Now(), UserID: req.UserID, TaskID: req.TaskID, Model: u.Model,
+				InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, CacheRead: u.CacheReadTokens, Requests: 1})
+			if err != nil {
+				usageLog.Warn("recording model usage failed", "task_id", req.TaskID, "err", err)
+			}
+		},
+	}, usageLog)
+	if err != nil {
+		return nil, fmt.Errorf("brain: %w", err)
+	}
+	return b, nil
 }
 
 // openFiles connects the workspace mirrors to the bot account's storage. Without a bot
@@ -343,6 +409,7 @@ func (s *sidecar) serve(ctx context.Context) error {
 	defer cancel()
 	s.outbox.Start(runCtx)
 	s.pool.Start(runCtx)
+	s.pages.hub.Start(runCtx)
 	var loops sync.WaitGroup
 	cycle, err := s.newSleepCycle()
 	if err != nil {
@@ -353,10 +420,15 @@ func (s *sidecar) serve(ctx context.Context) error {
 	go func() { defer loops.Done(); s.sleepLoop(runCtx, cycle) }()
 	loops.Add(1)
 	go func() { defer loops.Done(); s.jobs.Run(runCtx) }()
+	loops.Add(1)
+	go func() { defer loops.Done(); s.checks.Run(runCtx) }()
+	loops.Add(1)
+	go func() { defer loops.Done(); s.brief.Run(runCtx) }()
 	if s.files != nil {
 		loops.Add(1)
 		go func() { defer loops.Done(); s.retryPushes(runCtx) }()
 	}
+	s.mail.start(runCtx, &loops)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	s.log.Info("istota is serving", "listen", ln.Addr().String(), "version", Version, "database", s.db.Path(),
@@ -372,6 +444,10 @@ func (s *sidecar) serve(ctx context.Context) error {
 	defer stop()
 	if err := srv.Shutdown(shutdownCtx); err != nil {
 		s.log.Warn("http shutdown", "err", err)
+	}
+	// Shutdown does not wait for WebSocket connections: the hub closes and awaits them.
+	if err := s.pages.hub.Close(shutdownCtx); err != nil {
+		s.log.Warn("live progress shutdown", "err", err)
 	}
 	// Running agents are stopped; their tasks keep their lease and run again after restart.
 	cancel()

@@ -23,7 +23,7 @@ import (
 // to extract memories from a transcript: a text-only call outside the queue.
 type sandboxExtractor struct {
 	s     *sidecar
-	brain *claude.Claude
+	brain brain.Brain
 }
 
 func (x *sandboxExtractor) Extract(ctx context.Context, prompt string) (string, error) {
@@ -63,10 +63,19 @@ func (x *sandboxExtractor) Extract(ctx context.Context, prompt string) (string, 
 // newSleepCycle builds the nightly memory extraction for every user and conversation.
 func (s *sidecar) newSleepCycle() (*sleep.Cycle, error) {
 	dataDir := s.cfg.DataDir
-	extractor := &sandboxExtractor{s: s, brain: claude.New(claude.Config{
+	var extractBrain brain.Brain = claude.New(claude.Config{
 		Binary: s.launcher.agentPath(), Model: s.cfg.Brain.Model, MaxTurns: 1,
 		ExtraArgs: []string{"--tools="}, // text only: no tool may run
-	}, s.log.With("component", "sleep"))}
+	}, s.log.With("component", "sleep"))
+	if s.cfg.Brain.Kind != "claude" {
+		// One turn: a tool call on it ends the run without running the tool.
+		b, err := s.newBrain(s.cfg, s.log.With("component", "sleep"))
+		if err != nil {
+			return nil, err
+		}
+		extractBrain = b
+	}
+	extractor := &sandboxExtractor{s: s, brain: extractBrain}
 	return sleep.New(s.db, s.graph, curation.New(curation.Options{}), extractor, sleep.Config{
 		UserRoot:      func(uid string) string { return executor.UserMirror(dataDir, uid) },
 		ChannelRoot:   func(token string) string { return executor.ChannelMirror(dataDir, token) },

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/mail"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -17,6 +18,8 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/istota/istota/sidecar/internal/userconfig"
 )
 
 // Duration is a time.Duration that reads "15m" style strings from TOML.
@@ -52,6 +55,21 @@ type Config struct {
 	Workspace Workspace `toml:"workspace"`
 	Memory    Memory    `toml:"memory"`
 	Log       Log       `toml:"log"`
+	// Access is who may use the bot; the admin panel's settings are layered over it.
+	Access Access `toml:"access"`
+	// Mail is the e-mail channel: the bot's own mailbox (off unless enabled).
+	Mail Mail `toml:"mail"`
+	// Briefings are the admin's defaults under every user's BRIEFINGS.md.
+	Briefings Briefings `toml:"briefings"`
+}
+
+// Access says who may use the bot and who is an Istota admin (besides Nextcloud admins).
+// Empty Users and Groups let every Nextcloud user in.
+type Access struct {
+	Users       []string `toml:"users"`
+	Groups      []string `toml:"groups"`
+	AdminUsers  []string `toml:"admin_users"`
+	AdminGroups []string `toml:"admin_groups"`
 }
 
 // Server is the HTTP API the Nextcloud app calls.
@@ -103,6 +121,8 @@ type Brain struct {
 	APIKeyFile  string   `toml:"api_key_file" env:"ISTOTA_API_KEY_FILE"`
 	MaxTurns    int      `toml:"max_turns" env:"ISTOTA_MAX_TURNS"`
 	TaskTimeout Duration `toml:"task_timeout" env:"ISTOTA_TASK_TIMEOUT"`
+	// DailyTokenBudget caps each user's model tokens per day (their midnight); 0 is none.
+	DailyTokenBudget int64 `toml:"daily_token_budget" env:"ISTOTA_DAILY_TOKEN_BUDGET"`
 }
 
 // Workers sizes the worker pool.
@@ -169,6 +189,52 @@ type Memory struct {
 	EmbeddingsKeyFile string `toml:"embeddings_key_file" env:"ISTOTA_EMBEDDINGS_KEY_FILE"`
 }
 
+// Mail is the e-mail channel: mail from users' registered addresses to the bot's own
+// mailbox becomes tasks, answered by threaded replies; the email skill sends through it.
+// SPF/DKIM checking is the job of the mail server that delivers to the mailbox.
+type Mail struct {
+	Enabled bool `toml:"enabled" env:"ISTOTA_MAIL_ENABLED"`
+	// IMAP: host:port, login, and tls = implicit (993) | starttls (143) | none (loopback only).
+	IMAPAddr         string `toml:"imap_addr" env:"ISTOTA_MAIL_IMAP_ADDR"`
+	IMAPUser         string `toml:"imap_user" env:"ISTOTA_MAIL_IMAP_USER"`
+	IMAPPassword     string `toml:"imap_password" env:"ISTOTA_MAIL_IMAP_PASSWORD" secret:"true"`
+	IMAPPasswordFile string `toml:"imap_password_file" env:"ISTOTA_MAIL_IMAP_PASSWORD_FILE"`
+	IMAPTLS          string `toml:"imap_tls" env:"ISTOTA_MAIL_IMAP_TLS"`
+	// Mailbox is the folder polled for unseen mail.
+	Mailbox string `toml:"mailbox" env:"ISTOTA_MAIL_MAILBOX"`
+	// SMTP submission: host:port, login (empty user: no AUTH, a local relay), and tls =
+	// implicit (465) | starttls (587) | none (loopback only).
+	SMTPAddr         string `toml:"smtp_addr" env:"ISTOTA_MAIL_SMTP_ADDR"`
+	SMTPUser         string `toml:"smtp_user" env:"ISTOTA_MAIL_SMTP_USER"`
+	SMTPPassword     string `toml:"smtp_password" env:"ISTOTA_MAIL_SMTP_PASSWORD" secret:"true"`
+	SMTPPasswordFile string `toml:"smtp_password_file" env:"ISTOTA_MAIL_SMTP_PASSWORD_FILE"`
+	SMTPTLS          string `toml:"smtp_tls" env:"ISTOTA_MAIL_SMTP_TLS"`
+	// From is the bot's address, optionally with a name: "Istota <istota@example.org>".
+	From string `toml:"from" env:"ISTOTA_MAIL_FROM"`
+	// PollInterval is how often the mailbox is checked.
+	PollInterval Duration `toml:"poll_interval" env:"ISTOTA_MAIL_POLL_INTERVAL"`
+	// MaxMessageMB: larger messages are not downloaded; the sender is told.
+	MaxMessageMB int `toml:"max_message_mb" env:"ISTOTA_MAIL_MAX_MESSAGE_MB"`
+	// AllowedRecipientDomains: besides the user's own addresses, the email skill may
+	// write to these domains ("example.org"; "*.example.org" for its subdomains).
+	AllowedRecipientDomains []string `toml:"allowed_recipient_domains"`
+	// MaxSendsPerHour caps the email skill's messages per user and hour; 0 disables it.
+	MaxSendsPerHour int `toml:"max_sends_per_hour" env:"ISTOTA_MAIL_MAX_SENDS_PER_HOUR"`
+}
+
+// Briefings are the administrator's defaults for the briefings users define in
+// BRIEFINGS.md. They are merged under each user's settings: a briefing that names no
+// components gets DefaultComponents, and its news component reads DefaultFeeds besides
+// its own feeds.
+type Briefings struct {
+	DefaultComponents []string `toml:"default_components"`
+	DefaultFeeds      []string `toml:"default_feeds"`
+	// MaxItemsPerFeed is how many of each feed's newest headlines a briefing shows.
+	MaxItemsPerFeed int `toml:"max_items_per_feed" env:"ISTOTA_BRIEFINGS_MAX_ITEMS_PER_FEED"`
+	// ComponentTimeout bounds fetching one component (all its feeds, all calendars).
+	ComponentTimeout Duration `toml:"component_timeout" env:"ISTOTA_BRIEFINGS_COMPONENT_TIMEOUT"`
+}
+
 // Log configures slog output.
 type Log struct {
 	Level  string `toml:"level" env:"ISTOTA_LOG_LEVEL"`
@@ -203,6 +269,9 @@ func Default() Config {
 		Sandbox: Sandbox{BwrapPath: "bwrap", AgentUser: "istota-agent",
 			MemoryMB: 4096, MaxProcesses: 512, MaxOpenFiles: 4096, CPUSeconds: 1800},
 		Log: Log{Level: "info", Format: "text"},
+		Mail: Mail{IMAPTLS: "implicit", SMTPTLS: "starttls", Mailbox: "INBOX",
+			PollInterval: Duration{time.Minute}, MaxMessageMB: 25, MaxSendsPerHour: 10},
+		Briefings: Briefings{MaxItemsPerFeed: 5, ComponentTimeout: Duration{30 * time.Second}},
 	}
 }
 
@@ -288,11 +357,25 @@ func (c Config) Validate() error {
 	if c.Talk.ContextMessages < 0 || c.Talk.ContextMessages > 500 {
 		bad("talk.context_messages", "must be 0 to 500")
 	}
-	if c.Brain.Kind != "claude" {
-		bad("brain.kind", "unknown brain %q (supported: claude)", c.Brain.Kind)
-	}
-	if c.Brain.ClaudePath == "" {
-		bad("brain.claude_path", "must not be empty")
+	switch c.Brain.Kind {
+	case "claude":
+		// The Claude Code CLI runs in the sandbox; the gateway adds the key.
+		if c.Brain.ClaudePath == "" {
+			bad("brain.claude_path", "must not be empty: the claude brain runs the Claude Code CLI")
+		}
+	case "openai":
+		// The agent loop runs in the sidecar against a Chat Completions endpoint, which
+		// needs a model name and is never Anthropic's own API.
+		if c.Brain.Model == "" {
+			bad("brain.model", "the openai brain needs a model name (e.g. gpt-4.1)")
+		}
+		if u, err := url.Parse(c.Brain.APIBaseURL); err == nil && u.User != nil {
+			bad("brain.api_base_url", "must not carry credentials; set brain.api_key")
+		} else if err == nil && strings.EqualFold(u.Host, "api.anthropic.com") {
+			bad("brain.api_base_url", "the openai brain needs an OpenAI-compatible endpoint such as https://api.openai.com/v1, not Anthropic's API")
+		}
+	default:
+		bad("brain.kind", "unknown brain %q (supported: claude, openai)", c.Brain.Kind)
 	}
 	if u, err := url.Parse(c.Brain.APIBaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		bad("brain.api_base_url", "want an http(s) URL, got %q", c.Brain.APIBaseURL)
@@ -302,6 +385,9 @@ func (c Config) Validate() error {
 	}
 	if c.Brain.TaskTimeout.Duration < time.Second {
 		bad("brain.task_timeout", "must be at least 1s")
+	}
+	if c.Brain.DailyTokenBudget < 0 {
+		bad("brain.daily_token_budget", "must be 0 (no budget) or more")
 	}
 	if c.Sandbox.MemoryMB != 0 && c.Sandbox.MemoryMB < 1024 {
 		bad("sandbox.memory_mb", "must be 0 (unlimited) or at least 1024: the agent reserves much address space")
@@ -338,6 +424,8 @@ func (c Config) Validate() error {
 	if c.Workers.ReservedInteractive < 0 || c.Workers.ReservedInteractive >= c.Workers.Max && c.Workers.Max > 1 {
 		bad("workers.reserved_interactive", "must be between 0 and workers.max-1")
 	}
+	c.validateMail(bad)
+	c.validateBriefings(bad)
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":
 	default:
@@ -349,6 +437,97 @@ func (c Config) Validate() error {
 		bad("log.format", "want text or json, got %q", c.Log.Format)
 	}
 	return errors.Join(errs...)
+}
+
+// validateMail checks the [mail] section; a disabled channel is not checked.
+func (c Config) validateMail(bad func(field, format string, args ...any)) {
+	m := c.Mail
+	if !m.Enabled {
+		return
+	}
+	for _, e := range []struct{ field, addr, tls string }{
+		{"mail.imap", m.IMAPAddr, m.IMAPTLS}, {"mail.smtp", m.SMTPAddr, m.SMTPTLS},
+	} {
+		host, port, err := net.SplitHostPort(e.addr)
+		if err != nil || host == "" || port == "" {
+			bad(e.field+"_addr", "want host:port, got %q", e.addr)
+			continue
+		}
+		switch e.tls {
+		case "implicit", "starttls":
+		case "none":
+			// A password in clear text may only travel over loopback.
+			if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+				bad(e.field+"_tls", "none is only allowed for a loopback address, not %q", host)
+			}
+		default:
+			bad(e.field+"_tls", "want implicit, starttls or none, got %q", e.tls)
+		}
+	}
+	if m.IMAPUser == "" {
+		bad("mail.imap_user", "must not be empty when mail is enabled")
+	}
+	if m.IMAPPassword == "" {
+		bad("mail.imap_password", "must not be empty when mail is enabled (or use imap_password_file)")
+	}
+	if m.SMTPUser != "" && m.SMTPPassword == "" {
+		bad("mail.smtp_password", "must not be empty when smtp_user is set (or use smtp_password_file)")
+	}
+	if strings.TrimSpace(m.Mailbox) == "" {
+		bad("mail.mailbox", "must not be empty")
+	}
+	if a, err := mail.ParseAddress(m.From); err != nil || !strings.Contains(a.Address, "@") || strings.ContainsAny(m.From, "\r\n") {
+		bad("mail.from", "want the bot's address, e.g. \"Istota <istota@example.org>\", got %q", m.From)
+	}
+	if m.PollInterval.Duration < 10*time.Second {
+		bad("mail.poll_interval", "must be at least 10s")
+	}
+	if m.MaxMessageMB < 1 || m.MaxMessageMB > 100 {
+		bad("mail.max_message_mb", "must be 1 to 100")
+	}
+	if m.MaxSendsPerHour < 0 {
+		bad("mail.max_sends_per_hour", "must be 0 (no sending) or more")
+	}
+	for _, d := range m.AllowedRecipientDomains {
+		name := strings.TrimPrefix(strings.TrimSpace(d), "*.")
+		if name == "" || strings.ContainsAny(name, "@/:* \t") || !strings.Contains(name, ".") && name != "localhost" {
+			bad("mail.allowed_recipient_domains", "%q is not a domain (use example.org or *.example.org)", d)
+		}
+	}
+}
+
+// validateBriefings checks the [briefings] defaults.
+func (c Config) validateBriefings(bad func(field, format string, args ...any)) {
+	b := c.Briefings
+	known := map[string]bool{}
+	for _, k := range userconfig.Components() {
+		known[string(k)] = true
+	}
+	seen, news := map[string]bool{}, false
+	for _, comp := range b.DefaultComponents {
+		switch {
+		case !known[comp]:
+			bad("briefings.default_components", "%q is not a component (calendar, todos, email, notes, reminders, news)", comp)
+		case seen[comp]:
+			bad("briefings.default_components", "%q is listed twice", comp)
+		}
+		seen[comp], news = true, news || comp == string(userconfig.ComponentNews)
+	}
+	for _, f := range b.DefaultFeeds {
+		u, err := url.Parse(f)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" || u.User != nil {
+			bad("briefings.default_feeds", "%q is not an http(s) URL without credentials", f)
+		}
+	}
+	if news && len(b.DefaultFeeds) == 0 {
+		bad("briefings.default_feeds", "default_components has news, which needs at least one default feed")
+	}
+	if b.MaxItemsPerFeed < 1 || b.MaxItemsPerFeed > 50 {
+		bad("briefings.max_items_per_feed", "must be 1 to 50")
+	}
+	if b.ComponentTimeout.Duration < time.Second || b.ComponentTimeout.Duration > 5*time.Minute {
+		bad("briefings.component_timeout", "must be 1s to 5m")
+	}
 }
 
 // resolveSecretFiles reads secrets given as *_file. A secret given both ways is an error,
@@ -364,6 +543,8 @@ func (c *Config) resolveSecretFiles() error {
 		{"brain.api_key", &c.Brain.APIKey, c.Brain.APIKeyFile},
 		{"nextcloud.bot_password", &c.Nextcloud.BotPassword, c.Nextcloud.BotPasswordFile},
 		{"memory.embeddings_key", &c.Memory.EmbeddingsKey, c.Memory.EmbeddingsKeyFile},
+		{"mail.imap_password", &c.Mail.IMAPPassword, c.Mail.IMAPPasswordFile},
+		{"mail.smtp_password", &c.Mail.SMTPPassword, c.Mail.SMTPPasswordFile},
 	}
 	for _, p := range pairs {
 		if p.file == "" {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/istota/istota/sidecar/internal/intake"
+	"github.com/istota/istota/sidecar/internal/portal"
 	"github.com/istota/istota/sidecar/internal/signing"
 )
 
@@ -31,6 +32,12 @@ type Options struct {
 	Schema       int
 	Clock        func() time.Time
 	Logger       *slog.Logger
+	// Portal answers the settings pages' endpoints (docs/user-api.md); nil leaves
+	// them out.
+	Portal *portal.Service
+	// Live is the WebSocket of live task progress (GET /v1/ws); it checks its own
+	// token instead of a request signature, because the browser connects to it.
+	Live http.Handler
 }
 
 // API is the http.Handler for the app.
@@ -56,6 +63,10 @@ func New(events Events, nonces *signing.Nonces, opts Options) *API {
 	a.mux.HandleFunc("GET /v1/health", a.handle(a.health))
 	a.mux.HandleFunc("POST /v1/ping", a.signed(a.ping))
 	a.mux.HandleFunc("POST /v1/talk/events", a.signed(a.talkEvent))
+	a.routePortal()
+	if opts.Live != nil {
+		a.mux.Handle("GET /v1/ws", opts.Live)
+	}
 	return a
 }
 
@@ -64,7 +75,7 @@ func New(events Events, nonces *signing.Nonces, opts Options) *API {
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h, pattern := a.mux.Handler(r)
 	if pattern != "" {
-		h.ServeHTTP(w, r)
+		a.mux.ServeHTTP(w, r) // the mux sets the path values
 		return
 	}
 	h.ServeHTTP(&jsonStatusWriter{ResponseWriter: w}, r)
@@ -166,7 +177,19 @@ func authError(err error) error {
 func (a *API) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	var apiErr *Error
 	var invalid *intake.InvalidError
+	var pe *portal.Error
 	switch {
+	case errors.As(err, &pe):
+		status, code := portalError(pe)
+		body := map[string]any{"code": code, "message": pe.Message}
+		if len(pe.Fields) > 0 {
+			body["fields"] = pe.Fields
+		}
+		if pe.CurrentETag != "" {
+			body["current_etag"] = pe.CurrentETag
+		}
+		writeJSON(w, status, map[string]any{"error": body})
+		return
 	case errors.As(err, &apiErr):
 	case errors.As(err, &invalid):
 		apiErr = &Error{Status: http.StatusBadRequest, Code: "invalid_event", Message: invalid.Msg}

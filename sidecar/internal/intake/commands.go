@@ -58,6 +58,9 @@ func (in *Intake) runCommand(ctx context.Context, tx *sql.Tx, name, args string,
 	case "cron":
 		text, err := in.cron(ctx, tx, args, s)
 		return text, nil, err
+	case "check":
+		text, err := in.check(ctx, tx, args, s, c, ev.Token, ev.MessageID)
+		return text, nil, err
 	default:
 		return fmt.Sprintf("Unknown command `!%s`. Send `!help` for the list.", name), nil, nil
 	}
@@ -76,6 +79,7 @@ func (in *Intake) helpText() string {
 		"- `!memory channel` — what I keep about this conversation (CHANNEL.md)",
 		"- `!usage` — the model tokens and cost of your requests today, this week and this month",
 		"- `!cron` — your scheduled jobs (CRON.md); `!cron enable NAME`, `!cron disable NAME`, `!cron run NAME`",
+		"- `!check` — your heartbeat checks (HEARTBEAT.md); `!check run NAME` runs one now (in our private conversation)",
 	}, "\n")
 }
 

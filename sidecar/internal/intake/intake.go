@@ -20,6 +20,7 @@ import (
 	"github.com/istota/istota/sidecar/internal/store"
 	"github.com/istota/istota/sidecar/internal/talk"
 	"github.com/istota/istota/sidecar/internal/usage"
+	"github.com/istota/istota/sidecar/internal/users"
 )
 
 // Payload is the body of POST /v1/talk/events (docs/app-sidecar-protocol.md).
@@ -57,7 +58,10 @@ type Sender struct {
 	Timezone    string `json:"timezone"`
 	Language    string `json:"language"`
 	IsAdmin     bool   `json:"is_admin"`
-	Allowed     bool   `json:"allowed"`
+	// Allowed is the app's old access flag, used only when Options.Access is nil:
+	// the sidecar decides from its access settings and Groups.
+	Allowed bool     `json:"allowed"`
+	Groups  []string `json:"groups"`
 }
 
 // Conversation is what the app could learn about the room.
@@ -104,6 +108,26 @@ type UsageView interface {
 	Since(ctx context.Context, uid string, since time.Time) (usage.Totals, error)
 }
 
+// Access decides, from the sidecar's access settings, whether a user may use the bot
+// and whether they are an Istota admin; *settings.Store implements it.
+type Access interface {
+	Decide(uid string, groups []string, nextcloudAdmin bool) (allowed, admin bool)
+}
+
+// Budget says why a user may not start agent work now ("" when they may);
+// *settings.Budget implements it.
+type Budget interface {
+	Refusal(ctx context.Context, uid, timezone string) (string, error)
+}
+
+// decide applies Options.Access to a sender.
+func (in *Intake) decide(s Sender) (allowed, admin bool) {
+	if in.opts.Access == nil {
+		return s.Allowed, s.IsAdmin
+	}
+	return in.opts.Access.Decide(s.UID, s.Groups, s.IsAdmin)
+}
+
 // Canceller stops a running task's process group (the worker pool).
 type Canceller interface {
 	Cancel(taskID int64) bool
@@ -122,6 +146,14 @@ type Options struct {
 	Usage UsageView
 	// Cron answers !cron; nil answers that scheduled jobs are not available.
 	Cron Cron
+	// Checks answers !check; nil answers that heartbeat checks are not available.
+	Checks Checks
+	// Access decides who may use the bot and who is an Istota admin (the admin
+	// panel's access settings); nil trusts the payload's allowed and is_admin flags.
+	Access Access
+	// Budget refuses new agent tasks of a user over the daily token budget; nil has
+	// no budget.
+	Budget Budget
 	// OnTask and OnReply are wake-up hints for the worker pool and the outbox.
 	OnTask  func()
 	OnReply func()
@@ -240,7 +272,7 @@ func (in *Intake) handleMessage(ctx context.Context, p Payload, ev talk.Event) (
 			ans = Answer{Status: StatusLogged}
 			return nil
 		}
-		if p.Sender == nil || !p.Sender.Allowed {
+		if allowed, _ := in.decide(derefSender(p.Sender)); p.Sender == nil || !allowed {
 			ans = Answer{Status: StatusLogged, Reason: "sender may not use the bot"}
 			if p.Sender != nil {
 				woke.reply = true
@@ -257,6 +289,17 @@ func (in *Intake) handleMessage(ctx context.Context, p Payload, ev talk.Event) (
 			cancelled = c
 			woke.reply = true
 			return in.notice(ctx, tx, ev, "cmd", reply)
+		}
+		if in.opts.Budget != nil {
+			refusal, err := in.opts.Budget.Refusal(ctx, p.Sender.UID, p.Sender.Timezone)
+			if err != nil {
+				return err
+			}
+			if refusal != "" {
+				ans = Answer{Status: StatusAccepted, Addressed: true, Reason: "over the daily token budget"}
+				woke.reply = true
+				return in.notice(ctx, tx, ev, "budget", refusal)
+			}
 		}
 		id, _, err := in.queue.EnqueueTx(ctx, tx, queue.NewTask{
 			UserID:            p.Sender.UID,
@@ -351,24 +394,16 @@ func (in *Intake) upsertConversation(ctx context.Context, tx *sql.Tx, ev talk.Ev
 }
 
 func (in *Intake) upsertUser(ctx context.Context, tx *sql.Tx, s Sender) error {
-	tz := s.Timezone
-	if _, err := time.LoadLocation(tz); tz == "" || err != nil {
-		tz = "UTC"
+	_, admin := in.decide(s)
+	return users.Upsert(ctx, tx, users.Profile{UID: s.UID, DisplayName: s.DisplayName, Email: s.Email, Timezone: s.Timezone,
+		Language: s.Language, Groups: s.Groups, NextcloudAdmin: s.IsAdmin, IstotaAdmin: admin}, in.opts.Clock())
+}
+
+func derefSender(s *Sender) Sender {
+	if s == nil {
+		return Sender{}
 	}
-	lang := s.Language
-	if lang == "" {
-		lang = "en"
-	}
-	_, err := tx.ExecContext(ctx, `INSERT INTO users (id, display_name, email, timezone, language, is_admin, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT (id) DO UPDATE SET display_name = excluded.display_name, email = excluded.email,
-			timezone = excluded.timezone, language = excluded.language, is_admin = excluded.is_admin,
-			updated_at = excluded.updated_at`,
-		s.UID, s.DisplayName, s.Email, tz, lang, s.IsAdmin, store.FormatTime(in.opts.Clock()))
-	if err != nil {
-		return fmt.Errorf("record user: %w", err)
-	}
-	return nil
+	return *s
 }
 
 // notice queues an immediate answer to a message, keyed so a redelivery cannot send it twice.

@@ -240,6 +240,19 @@ func (p *Poller) MarkSeen(ctx context.Context, uids []UID) error {
 	})
 }
 
+// Check logs in and selects the mailbox read-only, for `istota doctor`. It
+// returns how many messages the mailbox holds.
+func (p *Poller) Check(ctx context.Context) (int, error) {
+	n := 0
+	err := p.session(ctx, true, func(c *imapclient.Client, _ uint32) error {
+		if mb := c.Mailbox(); mb != nil {
+			n = int(mb.NumMessages)
+		}
+		return nil
+	})
+	return n, err
+}
+
 // session connects, logs in, selects the mailbox and runs fn. The connection
 // is closed when ctx ends, which unblocks any command in flight.
 func (p *Poller) session(ctx context.Context, readOnly bool, fn func(c *imapclient.Client, validity uint32) error) error {

@@ -1,12 +1,16 @@
-// Package mail is the e-mail channel: it polls the bot's IMAP inbox for
-// unseen messages, parses them into bounded, sanitised Message values, sends
-// threaded replies and skill-initiated mail over SMTP, and renders a message
-// for a prompt as fenced, untrusted content.
+// Package mail is the e-mail channel. Its protocol half polls the bot's IMAP
+// inbox for unseen messages, parses them into bounded, sanitised Message
+// values, submits threaded replies and other mail over SMTP, and renders a
+// message for a prompt as fenced, untrusted content. Its channel half
+// (Intake, Outbox, the email skill) turns mail from known users into tasks,
+// mails their answers durably and records every message sent.
 //
-// The package decides nothing about who may trigger work: the caller matches
-// Message.From against known users and ignores everything else. Mail content
-// is attacker-controlled by default, so every value here is bounded in size
-// and stripped of control characters before it leaves the package.
+// Only the channel half decides who may trigger work: Intake matches the
+// From address against the addresses users registered and ignores everything
+// else. Mail content is attacker-controlled by default, so every value here
+// is bounded in size and stripped of control characters before it leaves the
+// package, and SPF/DKIM checks are left to the mail server that delivers to
+// the bot's inbox.
 package mail
 
 import (
@@ -42,6 +46,10 @@ const (
 // contains CR or LF (or another control character), which would let content
 // forge additional headers or recipients.
 var ErrHeaderInjection = errors.New("mail: control character in header value")
+
+// ErrInvalid is returned for a message that cannot be sent as given (no or
+// an unparseable recipient, a malformed message id); retrying cannot help.
+var ErrInvalid = errors.New("mail: invalid message")
 
 // Address is one mailbox: an optional display name and the addr-spec.
 type Address struct {
@@ -103,6 +111,10 @@ type Message struct {
 	// notices and bounces, which the caller should not answer, or the bot
 	// and a responder would mail each other forever (RFC 3834).
 	AutoSubmitted bool
+	// Bounce is true for a delivery status notification (a multipart/report
+	// body, an empty Return-Path or a MAILER-DAEMON sender). Answering one
+	// would mail a machine, or bounce back and forth.
+	Bounce bool
 	// Notes lists what was dropped or could not be decoded (a truncated
 	// body, an attachment over the limit, a malformed part), for logs.
 	Notes []string

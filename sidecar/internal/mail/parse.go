@@ -120,6 +120,12 @@ func parseHeader(m *Message, h gomail.Header) {
 		strings.EqualFold(strings.TrimSpace(h.Get("Precedence")), "bulk") ||
 		strings.EqualFold(strings.TrimSpace(h.Get("Precedence")), "auto_reply")
 
+	ct, _, _ := h.ContentType()
+	local, _, _ := strings.Cut(m.From.Email, "@")
+	m.Bounce = strings.EqualFold(ct, "multipart/report") ||
+		strings.TrimSpace(h.Get("Return-Path")) == "<>" ||
+		strings.EqualFold(local, "mailer-daemon")
+
 	m.Key = m.MessageID
 	if m.Key == "" {
 		sum := sha256.New()

@@ -49,6 +49,53 @@ type Outgoing struct {
 	// References are the ancestors for threading, oldest first; InReplyTo
 	// is appended when missing.
 	References []string
+	// MessageID, when set, is used instead of a new one (see NewMessageID):
+	// a durable outbox chooses the id when it stores the message, so that a
+	// resend after a crash carries the same id and receivers can recognise
+	// the duplicate.
+	MessageID string
+}
+
+// Validate checks what Send would refuse before any connection is made: a
+// missing or unparseable recipient, a control character in a header value
+// (ErrHeaderInjection) or a malformed message id (ErrInvalid). A durable
+// outbox calls it before storing a message, so a message that can never be
+// sent is refused at once rather than retried.
+func (out Outgoing) Validate() error {
+	if len(out.To) == 0 {
+		return fmt.Errorf("%w: no recipient", ErrInvalid)
+	}
+	if err := checkHeaderValue("subject", out.Subject); err != nil {
+		return err
+	}
+	for _, t := range out.To {
+		if err := checkHeaderValue("to", t); err != nil {
+			return err
+		}
+		list, err := gomail.ParseAddressList(t)
+		if err != nil || len(list) == 0 {
+			return fmt.Errorf("%w: recipient %q", ErrInvalid, oneLine(t))
+		}
+		for _, a := range list {
+			if err := checkHeaderValue("to", a.Address); err != nil {
+				return err
+			}
+		}
+	}
+	if _, err := cleanMsgID("in-reply-to", out.InReplyTo); err != nil {
+		return err
+	}
+	for _, r := range out.References {
+		if _, err := cleanMsgID("references", r); err != nil {
+			return err
+		}
+	}
+	if out.MessageID != "" {
+		if id, err := cleanMsgID("message-id", out.MessageID); err != nil || id == "" {
+			return fmt.Errorf("%w: message id %q", ErrInvalid, oneLine(out.MessageID))
+		}
+	}
+	return nil
 }
 
 // Sender submits mail over SMTP. Each send uses its own connection, so a
@@ -136,9 +183,22 @@ func ReplySubject(subject string) string {
 	return "Re: " + s
 }
 
-// Send submits a plain-text UTF-8 message and returns its new Message-ID
+// NewMessageID returns a fresh random Message-ID (without angle brackets) in
+// the domain of the bot's address.
+func (s *Sender) NewMessageID() string {
+	var rnd [16]byte
+	// crypto/rand.Read never returns an error on supported platforms.
+	_, _ = rand.Read(rnd[:])
+	return hex.EncodeToString(rnd[:]) + "@" + s.domain
+}
+
+// Address is the bot's own address (without display name).
+func (s *Sender) Address() string { return s.from.Address }
+
+// Send submits a plain-text UTF-8 message and returns its Message-ID
 // (without angle brackets). Any header value containing CR, LF or another
-// control character is refused with ErrHeaderInjection.
+// control character is refused with ErrHeaderInjection; any other message
+// that cannot be built is refused with an error matching ErrInvalid.
 func (s *Sender) Send(ctx context.Context, out Outgoing) (string, error) {
 	raw, rcpts, id, err := s.build(out)
 	if err != nil {
@@ -155,7 +215,7 @@ func (s *Sender) Send(ctx context.Context, out Outgoing) (string, error) {
 // are testable without a server.
 func (s *Sender) build(out Outgoing) (raw []byte, rcpts []string, id string, err error) {
 	if len(out.To) == 0 {
-		return nil, nil, "", errors.New("smtp send: no recipient")
+		return nil, nil, "", fmt.Errorf("smtp send: %w: no recipient", ErrInvalid)
 	}
 	if err := checkHeaderValue("subject", out.Subject); err != nil {
 		return nil, nil, "", fmt.Errorf("smtp send: %w", err)
@@ -167,7 +227,7 @@ func (s *Sender) build(out Outgoing) (raw []byte, rcpts []string, id string, err
 		}
 		list, err := gomail.ParseAddressList(t)
 		if err != nil || len(list) == 0 {
-			return nil, nil, "", fmt.Errorf("smtp send: invalid recipient %q", t)
+			return nil, nil, "", fmt.Errorf("smtp send: %w: recipient %q", ErrInvalid, t)
 		}
 		for _, a := range list {
 			if err := checkHeaderValue("to", a.Address); err != nil {
@@ -195,11 +255,12 @@ func (s *Sender) build(out Outgoing) (raw []byte, rcpts []string, id string, err
 		refs = append(refs, inReplyTo)
 	}
 
-	var rnd [16]byte
-	if _, err := rand.Read(rnd[:]); err != nil {
-		return nil, nil, "", fmt.Errorf("smtp send: message id: %w", err)
+	id = s.NewMessageID()
+	if out.MessageID != "" {
+		if id, err = cleanMsgID("message-id", out.MessageID); err != nil || id == "" {
+			return nil, nil, "", fmt.Errorf("smtp send: %w: message id %q", ErrInvalid, out.MessageID)
+		}
 	}
-	id = hex.EncodeToString(rnd[:]) + "@" + s.domain
 
 	var h gomail.Header
 	h.SetDate(s.opts.Now())
@@ -250,13 +311,45 @@ func cleanMsgID(field, v string) (string, error) {
 	}
 	v = strings.TrimSuffix(strings.TrimPrefix(v, "<"), ">")
 	if !validMsgID(v) {
-		return "", fmt.Errorf("%s: invalid message id %q", field, v)
+		return "", fmt.Errorf("%s: %w: message id %q", field, ErrInvalid, v)
 	}
 	return v, nil
 }
 
 // submit delivers raw to rcpts over one SMTP connection.
 func (s *Sender) submit(ctx context.Context, rcpts []string, raw []byte) error {
+	return s.session(ctx, func(ctx context.Context, c *smtp.Client) error {
+		if err := c.Mail(s.from.Address, nil); err != nil {
+			return fmt.Errorf("smtp mail from: %w", ctxErr(ctx, err))
+		}
+		for _, r := range rcpts {
+			if err := c.Rcpt(r, nil); err != nil {
+				return fmt.Errorf("smtp rcpt to %q: %w", r, ctxErr(ctx, err))
+			}
+		}
+		wc, err := c.Data()
+		if err != nil {
+			return fmt.Errorf("smtp data: %w", ctxErr(ctx, err))
+		}
+		if _, err := wc.Write(raw); err != nil {
+			wc.Close()
+			return fmt.Errorf("smtp data: %w", ctxErr(ctx, err))
+		}
+		if err := wc.Close(); err != nil {
+			return fmt.Errorf("smtp data: %w", ctxErr(ctx, err))
+		}
+		return nil
+	})
+}
+
+// Check connects, greets and authenticates without sending anything, for
+// `istota doctor`.
+func (s *Sender) Check(ctx context.Context) error {
+	return s.session(ctx, func(context.Context, *smtp.Client) error { return nil })
+}
+
+// session connects, greets, authenticates, runs fn and quits.
+func (s *Sender) session(ctx context.Context, fn func(ctx context.Context, c *smtp.Client) error) error {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
 	defer cancel()
 	conn, err := dial(ctx, s.opts.Addr, s.opts.TLS, s.opts.TLSConfig)
@@ -291,29 +384,33 @@ func (s *Sender) submit(ctx context.Context, rcpts []string, raw []byte) error {
 			return fmt.Errorf("smtp auth as %q: %w", s.opts.User, ctxErr(ctx, err))
 		}
 	}
-	if err := c.Mail(s.from.Address, nil); err != nil {
-		return fmt.Errorf("smtp mail from: %w", ctxErr(ctx, err))
-	}
-	for _, r := range rcpts {
-		if err := c.Rcpt(r, nil); err != nil {
-			return fmt.Errorf("smtp rcpt to %q: %w", r, ctxErr(ctx, err))
-		}
-	}
-	wc, err := c.Data()
-	if err != nil {
-		return fmt.Errorf("smtp data: %w", ctxErr(ctx, err))
-	}
-	if _, err := wc.Write(raw); err != nil {
-		wc.Close()
-		return fmt.Errorf("smtp data: %w", ctxErr(ctx, err))
-	}
-	if err := wc.Close(); err != nil {
-		return fmt.Errorf("smtp data: %w", ctxErr(ctx, err))
+	if err := fn(ctx, c); err != nil {
+		return err
 	}
 	if err := c.Quit(); err != nil {
-		// The message was accepted at the end of DATA; a failed QUIT
-		// does not un-send it.
+		// A message was accepted at the end of DATA; a failed QUIT does
+		// not un-send it.
 		s.log.Debug("smtp quit failed", "err", err)
 	}
 	return nil
+}
+
+// IsPermanent reports whether a Send error cannot go away by retrying: the
+// message itself is invalid (ErrInvalid, ErrHeaderInjection) or the server
+// refused it for good (a 5xx reply). Authentication failures (530, 534, 535)
+// are not permanent: they are the admin's configuration to fix, after which
+// the message should still go out.
+func IsPermanent(err error) bool {
+	if errors.Is(err, ErrInvalid) || errors.Is(err, ErrHeaderInjection) {
+		return true
+	}
+	var se *smtp.SMTPError
+	if errors.As(err, &se) {
+		switch se.Code {
+		case 530, 534, 535, 538:
+			return false
+		}
+		return se.Code >= 500 && se.Code < 600
+	}
+	return false
 }

@@ -99,6 +99,9 @@ func startIMAP(t *testing.T, serverTLS *tls.Config) *imapTestServer {
 	}()
 	t.Cleanup(func() {
 		srv.Close()
+		// The server only closes listeners Serve has registered: a test that
+		// ends before the goroutine got there would wait forever.
+		ln.Close()
 		<-done
 	})
 	return &imapTestServer{addr: ln.Addr().String(), user: user}
@@ -125,6 +128,15 @@ type smtpTestServer struct {
 	addr string
 	mu   sync.Mutex
 	msgs []received
+	// reject, while set, is returned for DATA instead of accepting.
+	reject *smtp.SMTPError
+}
+
+// setReject makes the server refuse messages with e (nil accepts again).
+func (s *smtpTestServer) setReject(e *smtp.SMTPError) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reject = e
 }
 
 func (s *smtpTestServer) messages() []received {
@@ -172,6 +184,9 @@ func (s *smtpTestSession) Data(r io.Reader) error {
 	}
 	s.srv.mu.Lock()
 	defer s.srv.mu.Unlock()
+	if s.srv.reject != nil {
+		return s.srv.reject
+	}
 	s.srv.msgs = append(s.srv.msgs, received{AuthUser: s.authUser, From: s.from, To: s.to, Data: data})
 	return nil
 }
@@ -181,6 +196,13 @@ func (s *smtpTestSession) Logout() error { return nil }
 
 // startSMTP serves on loopback; a non-nil serverTLS enables STARTTLS.
 func startSMTP(t *testing.T, serverTLS *tls.Config) *smtpTestServer {
+	t.Helper()
+	return startSMTPAt(t, serverTLS, "127.0.0.1:0")
+}
+
+// startSMTPAt serves on addr, e.g. a port a test first left closed to play a
+// mail server that is down.
+func startSMTPAt(t *testing.T, serverTLS *tls.Config, addr string) *smtpTestServer {
 	t.Helper()
 	ts := &smtpTestServer{}
 	srv := smtp.NewServer(smtp.BackendFunc(func(*smtp.Conn) (smtp.Session, error) {
@@ -192,7 +214,7 @@ func startSMTP(t *testing.T, serverTLS *tls.Config) *smtpTestServer {
 	srv.ErrorLog = log.New(io.Discard, "", 0)
 	srv.ReadTimeout = time.Minute
 	srv.WriteTimeout = time.Minute
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,6 +225,9 @@ func startSMTP(t *testing.T, serverTLS *tls.Config) *smtpTestServer {
 	}()
 	t.Cleanup(func() {
 		srv.Close()
+		// The server only closes listeners Serve has registered: a test that
+		// ends before the goroutine got there would wait forever.
+		ln.Close()
 		<-done
 	})
 	ts.addr = ln.Addr().String()

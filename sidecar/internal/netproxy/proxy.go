@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/istota/istota/sidecar/internal/audit"
+	"github.com/istota/istota/sidecar/internal/safedial"
 	"github.com/istota/istota/sidecar/internal/sandbox"
 )
 
@@ -69,9 +70,7 @@ const maxAuditKeys = 256
 const maxDetail = 200
 
 // Resolver looks up host names; *net.Resolver satisfies it.
-type Resolver interface {
-	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
-}
+type Resolver = safedial.Resolver
 
 // Identity is the user and task a proxy listener serves. It is bound to the listener
 // (one socket per task), never read from a request.
@@ -166,7 +165,7 @@ func New(opts Options) *Proxy {
 		p.resolver = net.DefaultResolver
 	}
 	if p.hostAddrs == nil {
-		p.hostAddrs = interfaceAddrs
+		p.hostAddrs = safedial.InterfaceAddrs
 	}
 	if p.audit == nil {
 		p.audit = audit.New(nil, logger, opts.Clock)
@@ -473,7 +472,7 @@ func (p *Proxy) check(ctx context.Context, t target) ([]netip.Addr, *refusal, er
 	// Every address must pass: a name that also resolves to a private address is not
 	// the public service the rule meant.
 	for _, a := range addrs {
-		what := specialAddr(a)
+		what := safedial.SpecialAddr(a)
 		if what == "" && containsAddr(own, a.WithZone("")) {
 			what = "an address of this host"
 		}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/istota/istota/sidecar/internal/audit"
+	"github.com/istota/istota/sidecar/internal/safedial"
 )
 
 // testResolver maps every test name; only some are allowed, and only some may be
@@ -539,7 +540,7 @@ func TestCheck(t *testing.T) {
 	}
 
 	t.Run("this host's interface address", func(t *testing.T) {
-		ifaces, err := interfaceAddrs()
+		ifaces, err := safedial.InterfaceAddrs()
 		if err != nil {
 			t.Fatal(err)
 		}

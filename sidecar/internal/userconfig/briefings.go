@@ -57,6 +57,23 @@ const briefingKeys = "name, schedule, output, conversation, email, components, f
 // ```toml block (or the whole file when it has none). Briefings with a problem
 // are left out.
 func ParseBriefings(src []byte) (BriefingsFile, []Problem) {
+	return ParseBriefingsWith(src, BriefingDefaults{})
+}
+
+// BriefingDefaults are the administrator's defaults that a BRIEFINGS.md may lean on.
+type BriefingDefaults struct {
+	// Components are given to a briefing that lists none (the key left out).
+	Components []Component
+	// Feeds are read by every news component besides the briefing's own feeds, so a
+	// briefing with news may list none of its own when these exist.
+	Feeds []string
+}
+
+// ParseBriefingsWith is ParseBriefings for a server whose administrator set
+// defaults: without them a briefing must name its components, and news its feeds.
+// The returned Feeds are the briefing's own; merging the defaults' feeds is the
+// caller's business.
+func ParseBriefingsWith(src []byte, defaults BriefingDefaults) (BriefingsFile, []Problem) {
 	doc, problems := decode(src)
 	if problems != nil {
 		return BriefingsFile{}, problems
@@ -100,7 +117,11 @@ func ParseBriefings(src []byte) (BriefingsFile, []Problem) {
 		if b.Target.Email != "" && b.Output == OutputTalk {
 			e.fail("email", "is set but output is talk; use output = \"both\" to send an e-mail too")
 		}
-		b.Components = e.components()
+		if _, given := e.m["components"]; !given && len(defaults.Components) > 0 {
+			b.Components = append([]Component(nil), defaults.Components...)
+		} else {
+			b.Components = e.components()
+		}
 		b.Feeds = e.strList("feeds")
 		hasNews := false
 		for _, c := range b.Components {
@@ -108,7 +129,7 @@ func ParseBriefings(src []byte) (BriefingsFile, []Problem) {
 		}
 		if !e.failed("feeds") {
 			switch {
-			case hasNews && len(b.Feeds) == 0:
+			case hasNews && len(b.Feeds) == 0 && len(defaults.Feeds) == 0:
 				e.fail("feeds", "the news component needs at least one feed URL")
 			case !hasNews && len(b.Feeds) > 0:
 				e.fail("feeds", "feeds are only read by the news component; add \"news\" to components")

@@ -85,8 +85,10 @@ cooldown = "2h"
 quiet_hours = "22:00-07:00"
 ` + fence + `
 
-Other kinds: file-watch (with path = "Documents/plan.md"), calendar-conflicts,
-task-deadline, self-check. interval is how often the check runs (at least 1m),
+Other kinds: file-watch (with path = "Documents/plan.md"; tells you when it
+changes), calendar-conflicts (overlapping events in the next 24 hours),
+task-deadline (TASKS.md lines with due:2026-11-30 that are due), self-check.
+interval is how often the check runs (at least 1m),
 cooldown how long it stays quiet after telling you, quiet_hours when it never
 disturbs you.
 -->
@@ -118,6 +120,9 @@ It marks the line "- [~] " while working on it, then "- [x] " when done or
 in Talk. Example:
 
 - [ ] Draft a reply to the invitation in inbox/invitation.pdf
+
+A task may carry a due date, written due:2026-11-30 anywhere in its line; a
+task-deadline check in HEARTBEAT.md tells you when an open task is due or overdue.
 -->
 `
 
