@@ -39,8 +39,12 @@ if [ "$(id -u)" -eq 0 ] && ! id -u istota-agent >/dev/null 2>&1; then
 fi
 
 if [ ! -x nextcloud-app/node_modules/.bin/claude ] || [ nextcloud-app/package-lock.json -nt nextcloud-app/node_modules/.package-lock.json ]; then
-  echo "deps: npm ci (nextcloud-app)"
-  (cd nextcloud-app && npm ci --no-audit --no-fund --loglevel=error)
+  # `npm install` with the lock file, not `npm ci`: the registry this project builds
+  # from carries only the Linux builds of rollup's per-platform packages, so the lock
+  # lists only those and `npm ci` (which wants every optional platform listed) refuses.
+  # With the lock present, `npm install` installs exactly the locked versions.
+  echo "deps: npm install (nextcloud-app, locked versions)"
+  (cd nextcloud-app && npm install --no-audit --no-fund --loglevel=error)
 fi
 
 go mod download
