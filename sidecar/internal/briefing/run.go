@@ -11,7 +11,9 @@ import (
 
 	"github.com/istota/istota/sidecar/internal/convlog"
 	"github.com/istota/istota/sidecar/internal/queue"
+	"github.com/istota/istota/sidecar/internal/schedule"
 	"github.com/istota/istota/sidecar/internal/userconfig"
+	"github.com/istota/istota/sidecar/internal/users"
 )
 
 // Wake asks for a tick now, without waiting for the next minute.
@@ -25,21 +27,11 @@ func (r *Runner) Wake() {
 // Run ticks at the start of every minute, and when woken, until ctx ends. The caller
 // owns the goroutine that runs it; it returns once ctx is done.
 func (r *Runner) Run(ctx context.Context) {
-	for {
+	schedule.EveryMinute(ctx, r.opts.Clock, r.wake, func(ctx context.Context) {
 		if err := r.Tick(ctx); err != nil && ctx.Err() == nil {
 			r.opts.Logger.Warn("briefings tick failed", "err", err)
 		}
-		now := r.opts.Clock()
-		t := time.NewTimer(now.Truncate(time.Minute).Add(time.Minute).Sub(now))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-r.wake:
-		case <-t.C:
-		}
-		t.Stop()
-	}
+	})
 }
 
 // Tick does one round: sync every user's BRIEFINGS.md, record the outcome of finished
@@ -186,7 +178,7 @@ func (r *Runner) deliver(ctx context.Context, u User, d dueRun, nt *queue.NewTas
 	if d.Output == userconfig.OutputEmail || d.Output == userconfig.OutputBoth {
 		to := d.Email
 		if to != "" {
-			own, err := r.ownAddress(ctx, u, to)
+			own, err := users.OwnsAddress(ctx, r.db.Read, u.ID, u.Email, to)
 			if err != nil {
 				return err
 			}
@@ -209,7 +201,7 @@ func (r *Runner) deliver(ctx context.Context, u User, d dueRun, nt *queue.NewTas
 		return nil
 	}
 	if d.Conversation != "" {
-		member, err := r.inConversation(ctx, u.ID, d.Conversation)
+		member, err := convlog.Wrote(ctx, r.db.Read, u.ID, d.Conversation)
 		if err != nil {
 			return err
 		}
@@ -224,29 +216,4 @@ func (r *Runner) deliver(ctx context.Context, u User, d dueRun, nt *queue.NewTas
 	token, _, err := convlog.PrivateConversation(ctx, r.db.Read, u.ID)
 	nt.ConversationToken = token
 	return err
-}
-
-// inConversation reports whether uid wrote in the conversation while the bot was there.
-func (r *Runner) inConversation(ctx context.Context, uid, token string) (bool, error) {
-	var n int
-	err := r.db.Read.QueryRowContext(ctx, `SELECT COUNT(*) FROM conversation_messages WHERE token = ? AND actor_type = 'users' AND actor_id = ?`,
-		token, uid).Scan(&n)
-	if err != nil {
-		return false, fmt.Errorf("briefing: conversation membership: %w", err)
-	}
-	return n > 0, nil
-}
-
-// ownAddress reports whether addr is the user's Nextcloud address or one they added.
-func (r *Runner) ownAddress(ctx context.Context, u User, addr string) (bool, error) {
-	addr = strings.TrimSpace(addr)
-	if u.Email != "" && strings.EqualFold(strings.TrimSpace(u.Email), addr) {
-		return true, nil
-	}
-	var n int
-	err := r.db.Read.QueryRowContext(ctx, `SELECT COUNT(*) FROM user_emails WHERE email = ? AND user_id = ?`, addr, u.ID).Scan(&n)
-	if err != nil {
-		return false, fmt.Errorf("briefing: user's addresses: %w", err)
-	}
-	return n > 0, nil
 }

@@ -134,3 +134,14 @@ func PrivateConversation(ctx context.Context, db *sql.DB, uid string) (token str
 	}
 	return token, true, nil
 }
+
+// Wrote reports whether uid wrote in the conversation while the bot was there. Work a
+// user schedules may only post where they talk with the bot.
+func Wrote(ctx context.Context, db *sql.DB, uid, token string) (bool, error) {
+	var n int
+	err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM conversation_messages WHERE token = ? AND actor_type = 'users' AND actor_id = ?`, token, uid).Scan(&n)
+	if err != nil {
+		return false, fmt.Errorf("convlog: did %s write in %s: %w", uid, token, err)
+	}
+	return n > 0, nil
+}

@@ -202,7 +202,7 @@ func (c *Curator) Apply(ctx context.Context, root, name string, ops []Op, meta A
 			if !exists {
 				mode = c.opts.FileMode
 			}
-			writeErr = writeAtomic(r, name, []byte(out), mode)
+			writeErr = WriteAtomic(r, name, []byte(out), mode)
 			res.Changed = writeErr == nil
 		}
 		if writeErr != nil {
@@ -222,6 +222,61 @@ func (c *Curator) Apply(ctx context.Context, root, name string, ops []Op, meta A
 		return res, fmt.Errorf("curation: audit %s: %w", name, auditErr)
 	}
 	return res, nil
+}
+
+// KindReplace is the audit kind of a whole-file replacement made with Replace.
+const KindReplace Kind = "edit"
+
+// Replace replaces the whole file with content under the same lock Apply takes, so a
+// person's edit (the settings page) and a curation never interleave. check sees the
+// current content first and may refuse (a stale ETag); its error is returned as is and
+// nothing is written. An unchanged file is not rewritten. The replacement is audited
+// like an operation, with meta's source.
+func (c *Curator) Replace(ctx context.Context, root, name string, content []byte, check func(current []byte) error, meta AuditMeta) (changed bool, err error) {
+	name = path.Clean(strings.TrimPrefix(name, "/"))
+	if name == "." || strings.HasPrefix(name, "../") || name == ".." {
+		return false, fmt.Errorf("curation: bad file name %q", name)
+	}
+	if err := os.MkdirAll(root, 0o700); err != nil {
+		return false, fmt.Errorf("curation: create workspace root: %w", err)
+	}
+	r, err := os.OpenRoot(root)
+	if err != nil {
+		return false, fmt.Errorf("curation: open workspace root: %w", err)
+	}
+	defer r.Close()
+	if dir := path.Dir(name); dir != "." {
+		if err := r.MkdirAll(dir, 0o700); err != nil {
+			return false, fmt.Errorf("curation: create %s: %w", dir, err)
+		}
+	}
+	unlock, err := lock(ctx, r, name+LockSuffix)
+	if err != nil {
+		return false, fmt.Errorf("curation: lock %s: %w", name, err)
+	}
+	defer unlock()
+	orig, mode, exists, err := readDoc(r, name)
+	if err != nil {
+		return false, fmt.Errorf("curation: read %s: %w", name, err)
+	}
+	if err := check([]byte(orig)); err != nil {
+		return false, err
+	}
+	if orig == string(content) {
+		return false, nil
+	}
+	if !exists {
+		mode = c.opts.FileMode
+	}
+	if err := WriteAtomic(r, name, content, mode); err != nil {
+		return false, fmt.Errorf("curation: write %s: %w", name, err)
+	}
+	res := Result{Changed: true, Ops: []OpResult{{Applied: true, Op: Op{Kind: KindReplace,
+		Text: fmt.Sprintf("replaced the whole file (%d → %d bytes)", len(orig), len(content))}}}}
+	if err := c.audit(r, name+AuditSuffix, res, meta); err != nil {
+		return true, fmt.Errorf("curation: audit %s: %w", name, err)
+	}
+	return true, nil
 }
 
 // apply applies one operation to doc (LF line endings) or says why not.
@@ -547,10 +602,10 @@ func readDoc(r *os.Root, name string) (doc string, mode fs.FileMode, exists bool
 	return string(b), fi.Mode().Perm(), true, nil
 }
 
-// writeAtomic replaces name with data: a temporary file in the same folder, synced,
+// WriteAtomic replaces name with data: a temporary file in the same folder, synced,
 // given the old file's mode (and owner, when the sidecar runs as root), then renamed
 // over it, so a reader sees the old or the new document, never half of one.
-func writeAtomic(r *os.Root, name string, data []byte, mode fs.FileMode) error {
+func WriteAtomic(r *os.Root, name string, data []byte, mode fs.FileMode) error {
 	var rnd [6]byte
 	if _, err := rand.Read(rnd[:]); err != nil {
 		return err

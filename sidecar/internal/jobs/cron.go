@@ -15,6 +15,7 @@ import (
 	"github.com/istota/istota/sidecar/internal/schedule"
 	"github.com/istota/istota/sidecar/internal/store"
 	"github.com/istota/istota/sidecar/internal/userconfig"
+	"github.com/istota/istota/sidecar/internal/users"
 )
 
 // CronFile is the name of the scheduled jobs file in the user's config folder.
@@ -158,7 +159,7 @@ func (r *Runner) newTask(ctx context.Context, u User, d schedule.DueJob) (queue.
 	}
 	switch {
 	case d.Target.Email != "":
-		own, err := r.ownAddress(ctx, u, d.Target.Email)
+		own, err := users.OwnsAddress(ctx, r.db.Read, u.ID, u.Email, d.Target.Email)
 		if err != nil {
 			return queue.NewTask{}, err
 		}
@@ -168,7 +169,7 @@ func (r *Runner) newTask(ctx context.Context, u User, d schedule.DueJob) (queue.
 		}
 		r.opts.Logger.Warn("a job's e-mail target is not one of the user's addresses; answering in Talk instead", "user_id", u.ID, "job", d.Name)
 	case d.Target.Conversation != "":
-		member, err := r.inConversation(ctx, u.ID, d.Target.Conversation)
+		member, err := convlog.Wrote(ctx, r.db.Read, u.ID, d.Target.Conversation)
 		if err != nil {
 			return queue.NewTask{}, err
 		}
@@ -188,25 +189,6 @@ func (r *Runner) privateToken(ctx context.Context, uid string) (string, error) {
 	// page shows.
 	token, _, err := convlog.PrivateConversation(ctx, r.db.Read, uid)
 	return token, err
-}
-
-// inConversation reports whether uid wrote in the conversation while the bot was there:
-// a job may only post where its owner talks with the bot.
-func (r *Runner) inConversation(ctx context.Context, uid, token string) (bool, error) {
-	var n int
-	err := r.db.Read.QueryRowContext(ctx, `SELECT COUNT(*) FROM conversation_messages WHERE token = ? AND actor_type = 'users' AND actor_id = ?`, token, uid).Scan(&n)
-	return n > 0, err
-}
-
-// ownAddress reports whether addr is the user's Nextcloud address or one they added:
-// jobs mail their owner, never anybody else.
-func (r *Runner) ownAddress(ctx context.Context, u User, addr string) (bool, error) {
-	if strings.EqualFold(strings.TrimSpace(u.Email), strings.TrimSpace(addr)) && u.Email != "" {
-		return true, nil
-	}
-	var n int
-	err := r.db.Read.QueryRowContext(ctx, `SELECT COUNT(*) FROM user_emails WHERE email = ? AND user_id = ?`, strings.TrimSpace(addr), u.ID).Scan(&n)
-	return n > 0, err
 }
 
 // recordResults counts the outcome of every finished run once; a job switched off by

@@ -107,22 +107,11 @@ func (r *Runner) Wake() {
 
 // Run ticks at the start of every minute, and when woken, until ctx ends.
 func (r *Runner) Run(ctx context.Context) {
-	for {
+	schedule.EveryMinute(ctx, r.opts.Clock, r.wake, func(ctx context.Context) {
 		if err := r.Tick(ctx); err != nil && ctx.Err() == nil {
 			r.opts.Logger.Warn("scheduled work tick failed", "err", err)
 		}
-		now := r.opts.Clock()
-		wait := now.Truncate(time.Minute).Add(time.Minute).Sub(now)
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-r.wake:
-		case <-t.C:
-		}
-		t.Stop()
-	}
+	})
 }
 
 // Tick does one round: refresh and sync every user's files, queue what is due, and

@@ -3,7 +3,6 @@ package portal
 import (
 	"bufio"
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -12,11 +11,9 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path"
 	"regexp"
 	"sort"
 	"strings"
-	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -126,75 +123,23 @@ func (s *Service) push(ctx context.Context, uid string) error {
 }
 
 func (s *Service) compareAndWrite(ctx context.Context, root, name string, content []byte, etag string) (string, error) {
-	r, err := os.OpenRoot(root)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			if err := os.MkdirAll(root, 0o700); err != nil {
-				return "", fmt.Errorf("portal: create %s: %w", root, err)
-			}
-			r, err = os.OpenRoot(root)
+	// curation's Replace holds the lock the nightly curation takes, so the two never
+	// interleave, and audits the edit in the same log.
+	_, err := curation.New(curation.Options{Clock: s.o.Clock}).Replace(ctx, root, name, content, func(cur []byte) error {
+		if have := ETag(cur); have != etag {
+			return &Error{Kind: KindConflict, CurrentETag: have,
+				Message: "USER.md changed since you opened it (perhaps in Files or by the nightly curation); reload it and apply your edit again"}
 		}
-		if err != nil {
-			return "", fmt.Errorf("portal: open workspace: %w", err)
-		}
+		return nil
+	}, curation.AuditMeta{Source: "settings_page"})
+	var pe *Error
+	if errors.As(err, &pe) {
+		return "", pe
 	}
-	defer r.Close()
-	if err := r.MkdirAll(path.Dir(name), 0o700); err != nil {
-		return "", fmt.Errorf("portal: create %s: %w", path.Dir(name), err)
-	}
-	unlock, err := lockFile(ctx, r, name+curation.LockSuffix)
 	if err != nil {
-		return "", fmt.Errorf("portal: lock %s: %w", name, err)
-	}
-	defer unlock()
-	cur, mode, err := readRooted(r, name, maxReadBytes)
-	if err != nil {
-		return "", err
-	}
-	if have := ETag(cur); have != etag {
-		return "", &Error{Kind: KindConflict, CurrentETag: have,
-			Message: "USER.md changed since you opened it (perhaps in Files or by the nightly curation); reload it and apply your edit again"}
-	}
-	if string(cur) == string(content) {
-		return etag, nil
-	}
-	if err := writeRooted(r, name, content, mode); err != nil {
-		return "", fmt.Errorf("portal: write %s: %w", name, err)
-	}
-	if err := s.appendAudit(r, name+curation.AuditSuffix, len(cur), len(content)); err != nil {
-		s.o.Logger.Warn("settings page: could not record the USER.md edit in the audit log", "err", err)
+		return "", fmt.Errorf("portal: save %s: %w", name, err)
 	}
 	return ETag(content), nil
-}
-
-// lockFile takes the exclusive flock curation takes on "<file>.lock" (every writer
-// opens the lock file itself, so the lock holds between goroutines and processes).
-func lockFile(ctx context.Context, r *os.Root, name string) (func(), error) {
-	f, err := r.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, err
-	}
-	wait := 5 * time.Millisecond
-	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
-			return func() {
-				_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-				f.Close()
-			}, nil
-		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
-			f.Close()
-			return nil, err
-		}
-		select {
-		case <-ctx.Done():
-			f.Close()
-			return nil, ctx.Err()
-		case <-time.After(wait):
-		}
-		wait = min(wait*2, 200*time.Millisecond)
-	}
 }
 
 // readRooted reads a regular file inside r; a missing one is empty (mode 0600).
@@ -235,43 +180,6 @@ func readRootFile(root, name string, limit int64) ([]byte, error) {
 	return b, err
 }
 
-// writeRooted replaces name atomically (temporary file, sync, rename), keeping mode.
-func writeRooted(r *os.Root, name string, data []byte, mode fs.FileMode) error {
-	var rnd [6]byte
-	if _, err := rand.Read(rnd[:]); err != nil {
-		return err
-	}
-	tmp := path.Join(path.Dir(name), "."+path.Base(name)+".tmp-"+hex.EncodeToString(rnd[:]))
-	f, err := r.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
-	if err != nil {
-		return err
-	}
-	ok := false
-	defer func() {
-		if !ok {
-			f.Close()
-			_ = r.Remove(tmp)
-		}
-	}()
-	if _, err := f.Write(data); err != nil {
-		return err
-	}
-	if err := f.Chmod(mode); err != nil {
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := r.Rename(tmp, name); err != nil {
-		return err
-	}
-	ok = true
-	return nil
-}
-
 // auditLine is one line of the curation audit log (curation's format, read and
 // written here for the page's edits: source "settings_page").
 type auditLine struct {
@@ -285,23 +193,6 @@ type auditLine struct {
 	Reason  string `json:"reason,omitempty"`
 	Source  string `json:"source,omitempty"`
 	TaskID  int64  `json:"task_id,omitempty"`
-}
-
-func (s *Service) appendAudit(r *os.Root, name string, before, after int) error {
-	b, err := json.Marshal(auditLine{Time: s.o.Clock().UTC().Format(time.RFC3339), Op: "edit", Result: "applied",
-		Source: "settings_page", Text: fmt.Sprintf("replaced the whole file (%d → %d bytes)", before, after)})
-	if err != nil {
-		return err
-	}
-	f, err := r.OpenFile(name, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(append(b, '\n')); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }
 
 // AuditEntry is one curation of USER.md.

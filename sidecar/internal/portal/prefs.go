@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/istota/istota/sidecar/internal/curation"
 	"os"
 	"slices"
 	"strings"
@@ -252,7 +253,7 @@ func (s *Service) writePersona(ctx context.Context, uid, content string) error {
 	if err != nil {
 		return err
 	}
-	if err := writeRooted(r, name, []byte(content), mode); err != nil {
+	if err := curation.WriteAtomic(r, name, []byte(content), mode); err != nil {
 		return fmt.Errorf("portal: write PERSONA.md: %w", err)
 	}
 	return s.push(ctx, uid)

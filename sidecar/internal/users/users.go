@@ -313,3 +313,21 @@ func clip(s string, n int) string {
 	}
 	return string(r[:n]) + "…"
 }
+
+// OwnsAddress reports whether addr is one of the user's addresses: their Nextcloud
+// profile address (profileEmail) or one they added on the settings page. Scheduled
+// work mails its owner only, never anybody else.
+func OwnsAddress(ctx context.Context, db *sql.DB, uid, profileEmail, addr string) (bool, error) {
+	addr = strings.TrimSpace(addr)
+	if addr == "" {
+		return false, nil
+	}
+	if p := strings.TrimSpace(profileEmail); p != "" && strings.EqualFold(p, addr) {
+		return true, nil
+	}
+	var n int
+	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM user_emails WHERE email = ? AND user_id = ?`, addr, uid).Scan(&n); err != nil {
+		return false, fmt.Errorf("users: addresses of %s: %w", uid, err)
+	}
+	return n > 0, nil
+}
