@@ -56,7 +56,7 @@ func (s *sidecar) openBriefings(files *userConfigFiles) (*briefing.Runner, error
 		if err != nil {
 			return nil, fmt.Errorf("calendar: %w", err)
 		}
-		opts.Calendars = cal
+		opts.Calendars, opts.CalendarChoice = cal, s.calendarChoice
 	}
 	return briefing.New(s.db, s.queue, briefingConfig{files}, opts), nil
 }

@@ -47,7 +47,7 @@ func (s *sidecar) openHeartbeat(config *userConfigFiles) (*heartbeat.Runner, err
 		if err != nil {
 			return nil, fmt.Errorf("calendar: %w", err)
 		}
-		opts.Calendars = cal
+		opts.Calendars, opts.CalendarChoice = cal, s.calendarChoice
 	}
 	return heartbeat.New(s.db, heartbeatConfig{config}, s.outbox, opts), nil
 }

@@ -191,7 +191,7 @@ func openSidecar(ctx context.Context, cfg config.Config, log *slog.Logger, servi
 		if err != nil {
 			return nil, fmt.Errorf("calendar: %w", err)
 		}
-		if err := calendar.RegisterSkill(registry, cal); err != nil {
+		if err := calendar.RegisterSkill(registry, cal, s.calendarChoice); err != nil {
 			return nil, err
 		}
 	}

@@ -124,3 +124,9 @@ func (s *sidecar) mayUse(ctx context.Context, uid string) (bool, error) {
 	allowed, _ := s.pages.settings.Decide(u.UID, u.Groups, u.NextcloudAdmin)
 	return allowed, nil
 }
+
+// calendarChoice is the calendars a user allowed on the settings page, for the calendar
+// skill, heartbeats and briefings.
+func (s *sidecar) calendarChoice(ctx context.Context, uid string) ([]string, bool, error) {
+	return users.EnabledCalendars(ctx, s.db.Read, uid)
+}

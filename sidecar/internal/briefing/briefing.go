@@ -103,8 +103,11 @@ type Options struct {
 	// reads its notes/ folder.
 	UserRoot  func(uid string) string
 	Calendars Calendars
-	KV        KV
-	Mail      MailLog
+	// CalendarChoice narrows a user's calendars to those they allowed on the settings
+	// page; nil reads every calendar they shared.
+	CalendarChoice calendar.Choice
+	KV             KV
+	Mail           MailLog
 	// News fetches feeds; default NewFetcher(FetcherOptions{}), which refuses every
 	// private address.
 	News *Fetcher

@@ -117,7 +117,10 @@ func (r *Runner) calendarSection(ctx context.Context, rc runContext) (string, er
 	if err != nil {
 		return "", err
 	}
-	cals := calendar.ForUser(all, rc.user.ID)
+	cals, err := calendar.Usable(ctx, all, rc.user.ID, r.opts.CalendarChoice)
+	if err != nil {
+		return "", err
+	}
 	if len(cals) == 0 {
 		return "No calendar is shared with the bot account.", nil
 	}

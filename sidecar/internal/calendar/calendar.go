@@ -227,6 +227,39 @@ func ForUser(cals []Calendar, uid string) []Calendar {
 	return out
 }
 
+// Choice says which of a user's calendars the bot may use, as the user chose on the
+// settings page (collection paths); chosen is false when the user never chose, which
+// means every calendar they shared with the bot.
+type Choice func(ctx context.Context, uid string) (paths []string, chosen bool, err error)
+
+// Usable is ForUser narrowed to the calendars the user allowed; a nil choose allows
+// every calendar the user shared. The calendar skill, heartbeats and briefings all read
+// a user's calendars through it.
+func Usable(ctx context.Context, cals []Calendar, uid string, choose Choice) ([]Calendar, error) {
+	mine := ForUser(cals, uid)
+	if choose == nil || len(mine) == 0 {
+		return mine, nil
+	}
+	paths, chosen, err := choose(ctx, uid)
+	if err != nil {
+		return nil, fmt.Errorf("calendar: the calendars %s allowed: %w", uid, err)
+	}
+	if !chosen {
+		return mine, nil
+	}
+	allowed := make(map[string]bool, len(paths))
+	for _, p := range paths {
+		allowed[dirPath(p)] = true
+	}
+	var out []Calendar
+	for _, c := range mine {
+		if allowed[dirPath(c.Path)] {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
 // Events returns the events of cal that overlap [from, to), sorted by start. Recurring
 // events are expanded into their occurrences in the range (RRULE, EXDATE and
 // RECURRENCE-ID overrides); each occurrence has RecurrenceID set.

@@ -27,7 +27,7 @@ Recurring events are listed occurrence by occurrence; update refuses them and de
 // RegisterSkill registers the calendar skill, which works on the calendars the invoking
 // user shared with the bot account and on no others. The bot's credentials stay in the
 // client: the skill declares no environment.
-func RegisterSkill(reg *skills.Registry, client *Client) error {
+func RegisterSkill(reg *skills.Registry, client *Client, choose Choice) error {
 	if client == nil {
 		return fmt.Errorf("calendar: register skill: no client")
 	}
@@ -38,19 +38,19 @@ func RegisterSkill(reg *skills.Registry, client *Client) error {
 			Usage:   skillUsage,
 		},
 		Run: func(ctx context.Context, inv skills.Invocation) skills.Result {
-			return runSkill(ctx, client, inv)
+			return runSkill(ctx, client, choose, inv)
 		},
 	})
 }
 
-func runSkill(ctx context.Context, c *Client, inv skills.Invocation) skills.Result {
+func runSkill(ctx context.Context, c *Client, choose Choice, inv skills.Invocation) skills.Result {
 	if len(inv.Args) == 0 {
 		return skills.Usagef("usage:\n%s", skillUsage)
 	}
 	if inv.UserID == "" {
 		return skills.Failf("calendar: no user for this task")
 	}
-	r := &skillRun{c: c, user: inv.UserID}
+	r := &skillRun{c: c, user: inv.UserID, choose: choose}
 	args := inv.Args[1:]
 	switch inv.Args[0] {
 	case "list-calendars":
@@ -68,8 +68,9 @@ func runSkill(ctx context.Context, c *Client, inv skills.Invocation) skills.Resu
 }
 
 type skillRun struct {
-	c    *Client
-	user string
+	c      *Client
+	user   string
+	choose Choice
 }
 
 // eventFlags are the flags shared by create and update.
@@ -127,7 +128,11 @@ func (r *skillRun) mine(ctx context.Context, name string) ([]Calendar, *skills.R
 		res := skills.Internal("the calendar server", err)
 		return nil, &res
 	}
-	cals := ForUser(all, r.user)
+	cals, err := Usable(ctx, all, r.user, r.choose)
+	if err != nil {
+		res := skills.Internal("the calendar settings", err)
+		return nil, &res
+	}
 	if name == "" {
 		return cals, nil
 	}

@@ -12,7 +12,7 @@ import (
 func TestSkill(t *testing.T) {
 	f := newFixture(t)
 	reg := skills.NewRegistry()
-	if err := RegisterSkill(reg, f.c); err != nil {
+	if err := RegisterSkill(reg, f.c, nil); err != nil {
 		t.Fatal(err)
 	}
 	s, ok := reg.Lookup("calendar")
@@ -150,7 +150,7 @@ func TestSkill(t *testing.T) {
 		}
 	})
 
-	if err := RegisterSkill(reg, f.c); err == nil {
+	if err := RegisterSkill(reg, f.c, nil); err == nil {
 		t.Error("registering the skill twice succeeded")
 	}
 }

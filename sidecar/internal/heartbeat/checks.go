@@ -78,7 +78,10 @@ func (r *Runner) calendarConflicts(ctx context.Context, u User, now time.Time, l
 	if err != nil {
 		return errorf("could not list the calendars: %v", err)
 	}
-	cals := calendar.ForUser(all, u.ID)
+	cals, err := calendar.Usable(ctx, all, u.ID, r.opts.CalendarChoice)
+	if err != nil {
+		return errorf("could not read which calendars you allowed: %v", err)
+	}
 	if len(cals) == 0 {
 		return outcome{status: StatusOK, message: "no calendar is shared with me: share one with the bot account to have it checked"}
 	}

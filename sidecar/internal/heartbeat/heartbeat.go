@@ -153,8 +153,11 @@ type Options struct {
 
 	Files     Files
 	Calendars Calendars
-	Probe     SelfProbe
-	Shell     Shell
+	// CalendarChoice narrows a user's calendars to those they allowed on the settings
+	// page; nil checks every calendar they shared.
+	CalendarChoice calendar.Choice
+	Probe          SelfProbe
+	Shell          Shell
 	// OnNotice is a wake-up hint for the outbox after a message was enqueued.
 	OnNotice func()
 }
