@@ -224,6 +224,7 @@ func openSidecar(ctx context.Context, cfg config.Config, log *slog.Logger, servi
 		Logger:              log.With("component", "executor"),
 		OnReply:             func() { s.outbox.Wake(); s.mail.wake() },
 		Commands:            command.Shell{},
+		Budget:              s.budget(),
 		Deferred: deferred.New(kvs, s.queue, auditLog, log.With("component", "deferred"),
 			deferred.Options{SubtaskSource: queue.SourceSubtask}),
 	})

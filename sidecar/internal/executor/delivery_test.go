@@ -138,3 +138,32 @@ func TestCommandJobsRunForAdminsOnly(t *testing.T) {
 		t.Fatalf("user told %q", last.Message)
 	}
 }
+
+type fixedBudget string
+
+func (b fixedBudget) Refusal(context.Context, string, string) (string, error) { return string(b), nil }
+
+// A user over budget gets no model run from any source, is told why once, and the
+// task is not retried the same day.
+func TestOverBudgetRunsNothing(t *testing.T) {
+	agent := &scriptedBrain{result: brain.Result{OK: true, Text: "should not run"}}
+	e := newEnv(t, agent, func(o *Options) { o.Budget = fixedBudget("You have used your daily budget of 1000 model tokens.") })
+	tk := e.scheduledTask(t, queue.NewTask{UserID: "alice", Source: queue.SourceCron, Prompt: "digest", ConversationToken: "room0001", MaxAttempts: 4})
+	e.ex.Handle(context.Background(), tk)
+	got, _ := e.q.Get(context.Background(), tk.ID)
+	if got.Status != queue.Failed || agent.got.Prompt != "" {
+		t.Fatalf("task %+v ran the agent: %q", got, agent.got.Prompt)
+	}
+	rows := e.outbox(t)
+	if len(rows) != 1 || !strings.Contains(rows[0].Message, "daily budget of 1000") {
+		t.Fatalf("outbox %+v", rows)
+	}
+
+	// Under budget, it runs.
+	e2 := newEnv(t, &scriptedBrain{result: brain.Result{OK: true, Text: "ran"}}, func(o *Options) { o.Budget = fixedBudget("") })
+	tk2 := e2.scheduledTask(t, queue.NewTask{UserID: "alice", Source: queue.SourceCron, Prompt: "digest", ConversationToken: "room0001"})
+	e2.ex.Handle(context.Background(), tk2)
+	if got, _ := e2.q.Get(context.Background(), tk2.ID); got.Status != queue.Completed {
+		t.Fatalf("under budget: %+v", got)
+	}
+}

@@ -106,7 +106,20 @@ type Options struct {
 	// Commands runs a scheduled command job (Task.Command) in the sandbox instead of
 	// the agent; nil fails such tasks.
 	Commands brain.Brain
+	// Budget refuses to start a model run for a user over their daily token budget,
+	// whatever queued the task (Talk, mail, CRON.md, TASKS.md, briefings); nil has none.
+	Budget Budget
 }
+
+// Budget says why a user may not start a model run now ("" when they may).
+type Budget interface {
+	Refusal(ctx context.Context, uid, timezone string) (string, error)
+}
+
+// budgetError fails a task whose user is over budget; retrying the same day cannot help.
+type budgetError struct{ msg string }
+
+func (e *budgetError) Error() string { return "over the daily token budget: " + e.msg }
 
 // Mailer queues a mailed answer durably, inside the caller's transaction, so that it is
 // sent if and only if the task is recorded as finished.
@@ -229,8 +242,19 @@ func (e *Executor) run(ctx context.Context, t queue.Task, log *slog.Logger) (res
 			return brain.Result{}, errors.New("scheduled commands are not available in this sidecar")
 		}
 		run, text = e.opts.Commands, t.Command
-	} else if text, err = e.buildPrompt(ctx, t, u); err != nil {
-		return brain.Result{}, err
+	} else {
+		if e.opts.Budget != nil {
+			msg, err := e.opts.Budget.Refusal(ctx, t.UserID, u.Timezone)
+			if err != nil {
+				return brain.Result{}, err
+			}
+			if msg != "" {
+				return brain.Result{}, &budgetError{msg: msg}
+			}
+		}
+		if text, err = e.buildPrompt(ctx, t, u); err != nil {
+			return brain.Result{}, err
+		}
 	}
 	runCtx, cancel := context.WithTimeout(ctx, e.opts.TaskTimeout)
 	defer cancel()
@@ -410,7 +434,8 @@ func (e *Executor) fail(t queue.Task, res brain.Result, runErr error, log *slog.
 		final   bool
 		err     error
 	)
-	if errors.Is(runErr, errNotAdmin) {
+	var overBudget *budgetError
+	if errors.Is(runErr, errNotAdmin) || errors.As(runErr, &overBudget) {
 		final, err = true, e.queue.FailPermanent(ctx, t.ID, e.opts.Owner, reason, notice)
 	} else {
 		retryAt, final, err = e.queue.Fail(ctx, t.ID, e.opts.Owner, reason, res.Transient, notice)
@@ -474,6 +499,10 @@ func failureReason(res brain.Result, runErr error) (internal, user string) {
 		return runErr.Error(), "it took longer than the time limit."
 	case errors.Is(runErr, errNotAdmin):
 		return runErr.Error(), "only administrators may schedule commands."
+	case errors.As(runErr, new(*budgetError)):
+		var be *budgetError
+		errors.As(runErr, &be)
+		return runErr.Error(), be.msg
 	case runErr != nil:
 		return runErr.Error(), "the agent stopped unexpectedly. The administrator can find details in the sidecar log."
 	case res.APIStatus != 0:
