@@ -153,7 +153,7 @@ func openSidecar(ctx context.Context, cfg config.Config, log *slog.Logger, servi
 			return nil, fmt.Errorf("network.allow_private: %q must be one host:port of network.allowed_hosts, without a wildcard", e)
 		}
 	}
-	s.launcher.network = netproxy.New(netproxy.Options{Allow: allowed, AllowPrivate: cfg.Network.AllowPrivate, Audit: auditLog, Logger: log.With("component", "netproxy")})
+	s.launcher.network = netproxy.New(netproxy.Options{Allow: allowed, AllowPrivate: cfg.Network.AllowPrivate, Audit: auditLog, Logger: log})
 	registry := skills.NewRegistry()
 	kvs := kv.New(s.db, nil)
 	creds, err := s.openCredentials(ctx)
