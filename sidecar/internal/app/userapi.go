@@ -99,7 +99,7 @@ func (s *sidecar) openPages(heartbeats portal.HeartbeatStatus, briefings portal.
 	s.pages.portal = p
 	s.pages.hub = live.New(s.db, s.queue, live.Options{
 		Secret:  []byte(cfg.Nextcloud.SharedSecret),
-		Origins: []string{live.Origin(cfg.Nextcloud.URL)},
+		Origins: liveOrigins(cfg),
 		Nonces:  signing.NewNonces(s.db),
 		Authorize: func(ctx context.Context, uid string) error {
 			_, err := p.Authorize(ctx, uid)
@@ -129,4 +129,14 @@ func (s *sidecar) mayUse(ctx context.Context, uid string) (bool, error) {
 // skill, heartbeats and briefings.
 func (s *sidecar) calendarChoice(ctx context.Context, uid string) ([]string, bool, error) {
 	return users.EnabledCalendars(ctx, s.db.Read, uid)
+}
+
+// liveOrigins are the browser origins whose pages may open the WebSocket: Nextcloud's
+// own URL and any public origins the admin listed.
+func liveOrigins(cfg config.Config) []string {
+	out := []string{live.Origin(cfg.Nextcloud.URL)}
+	for _, o := range cfg.Server.PublicOrigins {
+		out = append(out, live.Origin(o))
+	}
+	return out
 }

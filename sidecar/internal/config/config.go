@@ -77,6 +77,10 @@ type Server struct {
 	Listen string `toml:"listen" env:"ISTOTA_LISTEN"`
 	// MaxBodyBytes bounds every request body.
 	MaxBodyBytes int64 `toml:"max_body_bytes" env:"ISTOTA_MAX_BODY_BYTES"`
+	// PublicOrigins are extra browser origins ("https://cloud.example.com") whose
+	// settings pages may open the live-progress WebSocket, for when nextcloud.url is
+	// an internal address the browser never sees.
+	PublicOrigins []string `toml:"public_origins"`
 }
 
 // Database is the embedded SQLite store.
@@ -335,6 +339,11 @@ func (c Config) Validate() error {
 	}
 	if c.Server.MaxBodyBytes < 1024 {
 		bad("server.max_body_bytes", "must be at least 1024")
+	}
+	for _, o := range c.Server.PublicOrigins {
+		if u, err := url.Parse(o); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+			bad("server.public_origins", "want origins like https://cloud.example.com (scheme and host only), got %q", o)
+		}
 	}
 	if u, err := url.Parse(c.Nextcloud.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		bad("nextcloud.url", "want an http(s) URL, got %q", c.Nextcloud.URL)
