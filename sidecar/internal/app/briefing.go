@@ -6,12 +6,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
-	"net/http"
 	"strings"
 	"time"
 
 	"github.com/istota/istota/sidecar/internal/briefing"
-	"github.com/istota/istota/sidecar/internal/calendar"
 	"github.com/istota/istota/sidecar/internal/convlog"
 	"github.com/istota/istota/sidecar/internal/kv"
 	"github.com/istota/istota/sidecar/internal/outbox"
@@ -46,17 +44,8 @@ func (s *sidecar) openBriefings(files *userConfigFiles) (*briefing.Runner, error
 		OnReply:          s.outbox.Wake,
 		Logger:           s.log.With("component", "briefing"),
 	}
-	if nc := cfg.Nextcloud; nc.BotUser != "" && nc.BotPassword != "" {
-		cal, err := calendar.New(calendar.Config{
-			Endpoint: strings.TrimRight(nc.URL, "/") + "/remote.php/dav/",
-			Username: nc.BotUser, Password: nc.BotPassword,
-			HTTPClient: &http.Client{Timeout: nc.RequestTimeout.Duration},
-			Logger:     s.log.With("component", "calendar"),
-		})
-		if err != nil {
-			return nil, fmt.Errorf("calendar: %w", err)
-		}
-		opts.Calendars, opts.CalendarChoice = cal, s.calendarChoice
+	if s.calendars != nil {
+		opts.Calendars, opts.CalendarChoice = s.calendars, s.calendarChoice
 	}
 	return briefing.New(s.db, s.queue, briefingConfig{files}, opts), nil
 }

@@ -2,11 +2,8 @@ package app
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"io/fs"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/istota/istota/sidecar/internal/calendar"
+	"github.com/istota/istota/sidecar/internal/brain/command"
 	"github.com/istota/istota/sidecar/internal/config"
 	"github.com/istota/istota/sidecar/internal/executor"
 	"github.com/istota/istota/sidecar/internal/heartbeat"
@@ -37,17 +34,8 @@ func (s *sidecar) openHeartbeat(config *userConfigFiles) (*heartbeat.Runner, err
 		Shell:        sandboxShell{l: s.launcher, root: s.userRoot, mirrors: s.files == nil || s.cfg.Workspace.Mode != workspace.ModeMount},
 		OnNotice:     s.outbox.Wake,
 	}
-	if nc := s.cfg.Nextcloud; nc.BotUser != "" && nc.BotPassword != "" {
-		cal, err := calendar.New(calendar.Config{
-			Endpoint: strings.TrimRight(nc.URL, "/") + "/remote.php/dav/",
-			Username: nc.BotUser, Password: nc.BotPassword,
-			HTTPClient: &http.Client{Timeout: nc.RequestTimeout.Duration},
-			Logger:     s.log.With("component", "calendar"),
-		})
-		if err != nil {
-			return nil, fmt.Errorf("calendar: %w", err)
-		}
-		opts.Calendars, opts.CalendarChoice = cal, s.calendarChoice
+	if s.calendars != nil {
+		opts.Calendars, opts.CalendarChoice = s.calendars, s.calendarChoice
 	}
 	return heartbeat.New(s.db, heartbeatConfig{config}, s.outbox, opts), nil
 }
@@ -140,6 +128,10 @@ func (p *hostProbe) cached(name string, fn func() (string, error)) (string, erro
 // AgentBinary runs the agent with --version, as doctor does.
 func (p *hostProbe) AgentBinary(ctx context.Context) (string, error) {
 	return p.cached("agent", func() (string, error) {
+		if p.cfg.agent == "" {
+			// The openai brain runs its loop in the sidecar: there is no binary to run.
+			return "none needed: the model is called from the sidecar", nil
+		}
 		cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 		defer cancel()
 		out, err := exec.CommandContext(cctx, p.cfg.agent, "--version").Output()
@@ -177,7 +169,7 @@ type sandboxShell struct {
 // maxShellOutput is how much of a command's output is kept for the message.
 const maxShellOutput = 8 << 10
 
-func (sh sandboxShell) Run(ctx context.Context, uid, command string) (heartbeat.ShellResult, error) {
+func (sh sandboxShell) Run(ctx context.Context, uid, cmdline string) (heartbeat.ShellResult, error) {
 	root := sh.root(uid)
 	if sh.mirrors {
 		// The executor's layout: parents passable (0711) by the agent account, the
@@ -203,48 +195,15 @@ func (sh sandboxShell) Run(ctx context.Context, uid, command string) (heartbeat.
 			sh.l.log.Warn("closing a heartbeat command's sandbox", "user_id", uid, "err", err)
 		}
 	}()
-	cmd, err := launcher.Command(ctx, []string{"/bin/sh", "-c", command}, map[string]string{"LANG": "C.UTF-8"}, strings.NewReader(""))
-	if err != nil {
-		return heartbeat.ShellResult{}, fmt.Errorf("prepare the sandbox: %w", err)
-	}
-	// An unlinked file rather than a pipe: a background child holding a pipe open
-	// would keep Wait from returning.
-	out, err := os.CreateTemp("", "istota-heartbeat-*")
+	out, state, err := command.Exec(ctx, launcher, cmdline, maxShellOutput)
 	if err != nil {
 		return heartbeat.ShellResult{}, err
 	}
-	os.Remove(out.Name())
-	defer out.Close()
-	cmd.Stdout, cmd.Stderr = out, out
-	runErr := cmd.Run()
-	if ctx.Err() != nil {
-		return heartbeat.ShellResult{}, ctx.Err()
-	}
-	res := heartbeat.ShellResult{Output: fileTail(out, maxShellOutput)}
-	var exit *exec.ExitError
-	switch {
-	case runErr == nil:
-	case errors.As(runErr, &exit):
-		res.ExitCode = exit.ExitCode()
-		if res.ExitCode < 0 {
-			res.ExitCode = 128 // killed by a signal (a resource limit)
-		}
-	default:
-		return heartbeat.ShellResult{}, fmt.Errorf("run: %w", runErr)
+	res := heartbeat.ShellResult{Output: out, ExitCode: state.ExitCode()}
+	if res.ExitCode < 0 {
+		res.ExitCode = 128 // killed by a signal (a resource limit)
 	}
 	return res, nil
-}
-
-// fileTail reads the last n bytes written to f.
-func fileTail(f *os.File, n int64) []byte {
-	size, err := f.Seek(0, io.SeekEnd)
-	if err != nil {
-		return nil
-	}
-	from := max(size-n, 0)
-	b := make([]byte, size-from)
-	k, _ := f.ReadAt(b, from)
-	return b[:k]
 }
 
 // heartbeatStatus shows the HEARTBEAT.md checks on the settings pages.

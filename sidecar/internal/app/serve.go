@@ -67,10 +67,12 @@ type sidecar struct {
 	launcher *sandboxLaunchers
 	mail     *mailChannel // nil unless [mail] is enabled
 	sched    *schedule.Scheduler
-	jobs     *jobs.Runner      // CRON.md jobs and TASKS.md lines
-	checks   *heartbeat.Runner // HEARTBEAT.md checks
-	brief    *briefing.Runner  // BRIEFINGS.md briefings
-	pages    pages             // settings pages: admin settings, their API, live progress
+	// calendars reads the calendars users shared with the bot; nil without a bot account.
+	calendars *calendar.Client
+	jobs      *jobs.Runner      // CRON.md jobs and TASKS.md lines
+	checks    *heartbeat.Runner // HEARTBEAT.md checks
+	brief     *briefing.Runner  // BRIEFINGS.md briefings
+	pages     pages             // settings pages: admin settings, their API, live progress
 }
 
 func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -181,17 +183,17 @@ func openSidecar(ctx context.Context, cfg config.Config, log *slog.Logger, servi
 		return nil, err
 	}
 	if nc := cfg.Nextcloud; nc.BotUser != "" && nc.BotPassword != "" {
-		// Calendars the users shared with the bot account, through the calendar skill.
-		cal, err := calendar.New(calendar.Config{
+		// Calendars the users shared with the bot account: one client for the skill,
+		// heartbeats, briefings and the settings pages.
+		if s.calendars, err = calendar.New(calendar.Config{
 			Endpoint: strings.TrimRight(nc.URL, "/") + "/remote.php/dav/",
 			Username: nc.BotUser, Password: nc.BotPassword,
 			HTTPClient: &http.Client{Timeout: nc.RequestTimeout.Duration},
 			Logger:     log.With("component", "calendar"),
-		})
-		if err != nil {
+		}); err != nil {
 			return nil, fmt.Errorf("calendar: %w", err)
 		}
-		if err := calendar.RegisterSkill(registry, cal, s.calendarChoice); err != nil {
+		if err := calendar.RegisterSkill(registry, s.calendars, s.calendarChoice); err != nil {
 			return nil, err
 		}
 	}
@@ -245,14 +247,16 @@ func openSidecar(ctx context.Context, cfg config.Config, log *slog.Logger, servi
 		Logger: log.With("component", "worker"),
 	})
 	s.sched = schedule.New(s.db, schedule.Options{Logger: log.With("component", "schedule")})
+	// The users' config folders, as the job, heartbeat and briefing runners read them.
+	configFiles := &userConfigFiles{db: s.db, dataDir: s.cfg.DataDir, botDir: strings.ToLower(cfg.Talk.BotName), ws: s.files}
 	s.jobs = jobs.New(s.db, s.sched, s.queue, s.outbox,
-		&userConfigFiles{db: s.db, dataDir: s.cfg.DataDir, botDir: strings.ToLower(cfg.Talk.BotName), ws: s.files},
+		configFiles,
 		jobs.Options{BotName: cfg.Talk.BotName, Logger: log.With("component", "jobs"), OnTask: s.pool.Wake, OnReply: s.outbox.Wake})
-	s.checks, err = s.openHeartbeat(&userConfigFiles{db: s.db, dataDir: s.cfg.DataDir, botDir: strings.ToLower(cfg.Talk.BotName), ws: s.files})
+	s.checks, err = s.openHeartbeat(configFiles)
 	if err != nil {
 		return nil, err
 	}
-	s.brief, err = s.openBriefings(&userConfigFiles{db: s.db, dataDir: s.cfg.DataDir, botDir: strings.ToLower(cfg.Talk.BotName), ws: s.files})
+	s.brief, err = s.openBriefings(configFiles)
 	if err != nil {
 		return nil, err
 	}

@@ -3,12 +3,9 @@ package app
 import (
 	"context"
 	"errors"
-	"fmt"
-	"net/http"
 	"strings"
 	"time"
 
-	"github.com/istota/istota/sidecar/internal/calendar"
 	"github.com/istota/istota/sidecar/internal/config"
 	"github.com/istota/istota/sidecar/internal/executor"
 	"github.com/istota/istota/sidecar/internal/live"
@@ -62,17 +59,8 @@ func (s *sidecar) openPages(heartbeats portal.HeartbeatStatus, briefings portal.
 		userRoot, channelRoot = s.files.UserRoot, s.files.ChannelRoot
 	}
 	var cals portal.Calendars
-	if nc := cfg.Nextcloud; nc.BotUser != "" && nc.BotPassword != "" {
-		c, err := calendar.New(calendar.Config{
-			Endpoint: strings.TrimRight(nc.URL, "/") + "/remote.php/dav/",
-			Username: nc.BotUser, Password: nc.BotPassword,
-			HTTPClient: &http.Client{Timeout: nc.RequestTimeout.Duration},
-			Logger:     s.log.With("component", "calendar"),
-		})
-		if err != nil {
-			return fmt.Errorf("calendar: %w", err)
-		}
-		cals = c
+	if s.calendars != nil {
+		cals = s.calendars
 	}
 	sb := portal.SandboxState{OK: true, Mode: "bwrap", Detail: "every task runs in its own bubblewrap sandbox"}
 	if cfg.Sandbox.Unsandboxed {

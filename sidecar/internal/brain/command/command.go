@@ -27,56 +27,73 @@ type Shell struct{}
 // anything else is a failed run whose answer says how it ended. A cancelled ctx kills the
 // command's process group (the launcher arranges it) and returns ctx's error.
 func (Shell) Run(ctx context.Context, req brain.Request, l brain.Launcher, _ func(brain.Event)) (brain.Result, error) {
-	if strings.TrimSpace(req.Prompt) == "" {
-		return brain.Result{}, errors.New("command: empty command")
-	}
-	cmd, err := l.Command(ctx, []string{"/bin/sh", "-c", req.Prompt}, map[string]string{"LANG": "C.UTF-8"}, strings.NewReader(""))
-	if err != nil {
-		return brain.Result{}, fmt.Errorf("command: prepare: %w", err)
-	}
-	// Output goes to an unlinked temporary file rather than a pipe: a background
-	// grandchild holding the pipe open could otherwise keep Wait from returning.
-	out, err := os.CreateTemp("", "istota-command-*")
-	if err != nil {
-		return brain.Result{}, fmt.Errorf("command: output file: %w", err)
-	}
-	os.Remove(out.Name())
-	defer out.Close()
-	cmd.Stdout, cmd.Stderr = out, out
 	start := time.Now()
-	runErr := cmd.Run()
-	res := brain.Result{DurationMS: time.Since(start).Milliseconds(), Text: tail(out)}
-	if ctx.Err() != nil {
-		return res, ctx.Err()
+	out, state, err := Exec(ctx, l, req.Prompt, MaxOutput)
+	res := brain.Result{DurationMS: time.Since(start).Milliseconds(), Text: text(out)}
+	if err != nil {
+		return res, err
 	}
-	var exit *exec.ExitError
-	switch {
-	case runErr == nil:
+	if state.Success() {
 		res.OK, res.Subtype = true, "success"
 		if strings.TrimSpace(res.Text) == "" {
 			res.Text = "(The command finished without output.)"
 		}
-	case errors.As(runErr, &exit):
-		res.Subtype = "error_exit"
-		res.Text = strings.TrimSpace(fmt.Sprintf("The command failed (%s).\n%s", exit.ProcessState, res.Text))
-	default:
-		return res, fmt.Errorf("command: run: %w", runErr)
+		return res, nil
 	}
+	res.Subtype = "error_exit"
+	res.Text = strings.TrimSpace(fmt.Sprintf("The command failed (%s).\n%s", state, res.Text))
 	return res, nil
 }
 
-// tail reads the last MaxOutput bytes written to f.
-func tail(f *os.File) string {
+// Exec runs cmdline with /bin/sh through l and returns the last maxOutput bytes of its
+// combined output and how it ended. An error means it did not run to an end of its
+// own: it could not start, or ctx stopped it (the launcher kills its process group).
+// Scheduled command jobs and the heartbeat shell-command check both run through it.
+func Exec(ctx context.Context, l brain.Launcher, cmdline string, maxOutput int64) ([]byte, *os.ProcessState, error) {
+	if strings.TrimSpace(cmdline) == "" {
+		return nil, nil, errors.New("command: empty command")
+	}
+	cmd, err := l.Command(ctx, []string{"/bin/sh", "-c", cmdline}, map[string]string{"LANG": "C.UTF-8"}, strings.NewReader(""))
+	if err != nil {
+		return nil, nil, fmt.Errorf("command: prepare: %w", err)
+	}
+	// Output goes to an unlinked temporary file rather than a pipe: a background
+	// grandchild holding the pipe open could otherwise keep Wait from returning.
+	f, err := os.CreateTemp("", "istota-command-*")
+	if err != nil {
+		return nil, nil, fmt.Errorf("command: output file: %w", err)
+	}
+	os.Remove(f.Name())
+	defer f.Close()
+	cmd.Stdout, cmd.Stderr = f, f
+	runErr := cmd.Run()
+	out := tail(f, maxOutput)
+	if ctx.Err() != nil {
+		return out, cmd.ProcessState, ctx.Err()
+	}
+	var exit *exec.ExitError
+	if runErr != nil && !errors.As(runErr, &exit) {
+		return out, cmd.ProcessState, fmt.Errorf("command: run: %w", runErr)
+	}
+	return out, cmd.ProcessState, nil
+}
+
+// tail reads the last n bytes written to f; a cut start is marked with "…".
+func tail(f *os.File, n int64) []byte {
 	size, err := f.Seek(0, io.SeekEnd)
 	if err != nil {
-		return ""
+		return nil
 	}
-	from := max(size-MaxOutput, 0)
+	from := max(size-n, 0)
 	b := make([]byte, size-from)
-	n, _ := f.ReadAt(b, from)
-	text := strings.ToValidUTF8(string(b[:n]), "�")
+	k, _ := f.ReadAt(b, from)
 	if from > 0 {
-		text = "…" + text
+		return append([]byte("…"), b[:k]...)
 	}
-	return strings.TrimRight(text, "\n")
+	return b[:k]
+}
+
+// text is output as an answer: valid UTF-8 without the final newline.
+func text(out []byte) string {
+	return strings.TrimRight(strings.ToValidUTF8(string(out), "�"), "\n")
 }
