@@ -75,13 +75,11 @@ func cmdDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if err != nil {
 			return "", fmt.Errorf("%s not found (install @anthropic-ai/claude-code): %w", cfg.Brain.ClaudePath, err)
 		}
-		cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-		defer cancel()
-		out, err := exec.CommandContext(cctx, path, "--version").Output()
+		version, err := agentVersion(ctx, path)
 		if err != nil {
-			return "", fmt.Errorf("%s --version: %w", path, err)
+			return "", err
 		}
-		return path + " " + strings.TrimSpace(string(out)), nil
+		return path + " " + version, nil
 	})
 	check("sandbox", func() (string, error) {
 		if cfg.Sandbox.Unsandboxed {
@@ -176,4 +174,16 @@ func doctorPing(ctx context.Context, cfg config.Config) (string, error) {
 		return "", fmt.Errorf("the sidecar on %s refused the signed ping (%s): is it using the same shared secret?", cfg.Server.Listen, resp.Status)
 	}
 	return "sidecar " + out.Version + " on " + cfg.Server.Listen, nil
+}
+
+// agentVersion runs the agent binary with --version: the cheapest proof that it is
+// there and starts (doctor and the heartbeat self-check).
+func agentVersion(ctx context.Context, path string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, path, "--version").Output()
+	if err != nil {
+		return "", fmt.Errorf("%s --version: %w", filepath.Base(path), err)
+	}
+	return strings.TrimSpace(string(out)), nil
 }

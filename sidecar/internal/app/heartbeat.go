@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
@@ -132,13 +130,7 @@ func (p *hostProbe) AgentBinary(ctx context.Context) (string, error) {
 			// The openai brain runs its loop in the sidecar: there is no binary to run.
 			return "none needed: the model is called from the sidecar", nil
 		}
-		cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-		defer cancel()
-		out, err := exec.CommandContext(cctx, p.cfg.agent, "--version").Output()
-		if err != nil {
-			return "", fmt.Errorf("%s --version: %w", filepath.Base(p.cfg.agent), err)
-		}
-		return strings.TrimSpace(string(out)), nil
+		return agentVersion(ctx, p.cfg.agent)
 	})
 }
 

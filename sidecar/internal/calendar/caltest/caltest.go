@@ -87,8 +87,8 @@ type backend struct{ s *Server }
 
 var errReadOnly = webdav.NewHTTPError(http.StatusForbidden, errors.New("read-only"))
 
-func (backend) CurrentUserPrincipal(context.Context) (string, error) { return Principal, nil }
-func (backend) CalendarHomeSetPath(context.Context) (string, error)  { return Home, nil }
+func (backend) CurrentUserPrincipal(context.Context) (string, error)   { return Principal, nil }
+func (backend) CalendarHomeSetPath(context.Context) (string, error)    { return Home, nil }
 func (backend) CreateCalendar(context.Context, *caldav.Calendar) error { return errReadOnly }
 func (backend) DeleteCalendarObject(context.Context, string) error     { return errReadOnly }
 func (backend) PutCalendarObject(context.Context, string, *ical.Calendar, *caldav.PutCalendarObjectOptions) (*caldav.CalendarObject, error) {
