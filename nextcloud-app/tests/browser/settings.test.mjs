@@ -183,13 +183,18 @@ describe('personal page', () => {
 		const { page, context, errors } = await openPage('personal', 'dark')
 		try {
 			const row = page.locator('[data-job="morning-news"]')
-			// The sidecar syncs CRON.md once a minute: reload until the job is there.
+			// The sidecar syncs CRON.md once a minute: reload until the job is there. Each
+			// look waits for the section to have loaded (its headings appear only then),
+			// or the count would read a page still loading.
+			const loaded = () => page.locator('.istota-schedule h3').first().waitFor({ timeout: WAIT })
 			const deadline = Date.now() + 150000
+			await loaded()
 			while (!(await row.count())) {
 				assert.ok(Date.now() < deadline, 'CRON.md was not synced in time')
 				await page.waitForTimeout(3000)
 				await page.reload()
 				await page.locator('.istota-schedule').waitFor({ timeout: WAIT })
+				await loaded()
 			}
 			assert.equal(await row.getAttribute('data-enabled'), 'true')
 			await row.locator('[data-test="job-disable"]').click()
