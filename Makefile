@@ -19,11 +19,14 @@ help: ## list the targets
 deps: ## install Debian packages, npm tooling and Go modules (idempotent)
 	@scripts/deps.sh
 
-build: ## build the sidecar into bin/istota
+build: ## build the sidecar into bin/istota (with the npm claude CLI linked beside it)
 	$(GO) build -tags $(GOTAGS) -ldflags '$(LDFLAGS)' -o $(BIN) ./sidecar/cmd/istota
+	@# istota finds the default brain.claude_path ("claude") beside itself, so serve,
+	@# task and doctor run from bin/ all use the CLI `make deps` installed.
+	@if [ -x '$(ISTOTA_CLAUDE_BIN)' ]; then ln -sfn '$(ISTOTA_CLAUDE_BIN)' bin/claude; fi
 
 run: deps build ## run the sidecar with the embedded SQLite database in ./var
-	ISTOTA_CLAUDE_PATH=$${ISTOTA_CLAUDE_PATH:-$(ISTOTA_CLAUDE_BIN)} ./$(BIN) serve $(if $(CONFIG),-c $(CONFIG))
+	./$(BIN) serve $(if $(CONFIG),-c $(CONFIG))
 
 test: deps test-go test-php test-js test-browser test-appstore ## run every test (Go with real SQLite, bwrap and the claude CLI; PHP; front end; packaging)
 

@@ -9,11 +9,16 @@ declare(strict_types=1);
 
 namespace OCA\Istota\Service;
 
+use OCA\Istota\Exception\SidecarNotConfiguredException;
+
 /**
  * RequestSigner implements signing version v1 of docs/app-sidecar-protocol.md: an
  * HMAC-SHA256 with the shared secret over version, method, path with query, timestamp,
  * nonce and the SHA-256 of the raw body. The Go side is sidecar/internal/signing; both
  * are checked against sidecar/internal/signing/testdata/vectors.json.
+ *
+ * A secret shorter than MIN_SECRET_BYTES is refused, whoever passes it: an empty key
+ * (a secret never filled in) would let anyone sign.
  *
  * Secret parameters are marked #[\SensitiveParameter] so that PHP (8.2+) leaves them out
  * of any stack trace that ends up in the Nextcloud log.
@@ -23,6 +28,14 @@ class RequestSigner {
 	public const HEADER_TIMESTAMP = 'X-Istota-Timestamp';
 	public const HEADER_NONCE = 'X-Istota-Nonce';
 	public const HEADER_SIGNATURE = 'X-Istota-Signature';
+	public const MIN_SECRET_BYTES = 32;
+
+	/** @throws SidecarNotConfiguredException when the secret is missing or too short */
+	public static function assertUsableSecret(#[\SensitiveParameter] string $secret): void {
+		if (strlen($secret) < self::MIN_SECRET_BYTES) {
+			throw new SidecarNotConfiguredException('the shared secret is missing or shorter than ' . self::MIN_SECRET_BYTES . ' bytes: run occ istota:setup');
+		}
+	}
 
 	/** The string that is signed; lines joined by "\n", no trailing newline. */
 	public function canonical(string $method, string $pathAndQuery, string $timestamp, string $nonce, string $body): string {
@@ -36,8 +49,13 @@ class RequestSigner {
 		]);
 	}
 
-	/** The value of the X-Istota-Signature header: "v1=" and the lowercase hex HMAC. */
+	/**
+	 * The value of the X-Istota-Signature header: "v1=" and the lowercase hex HMAC.
+	 *
+	 * @throws SidecarNotConfiguredException when the secret is missing or too short
+	 */
 	public function signature(#[\SensitiveParameter] string $secret, string $method, string $pathAndQuery, string $timestamp, string $nonce, string $body): string {
+		self::assertUsableSecret($secret);
 		return self::VERSION . '=' . hash_hmac('sha256', $this->canonical($method, $pathAndQuery, $timestamp, $nonce, $body), $secret);
 	}
 

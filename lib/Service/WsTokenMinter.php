@@ -57,8 +57,13 @@ class WsTokenMinter {
 		];
 	}
 
-	/** The token for these exact values (the test vectors pin it byte for byte). */
+	/**
+	 * The token for these exact values (the test vectors pin it byte for byte).
+	 *
+	 * @throws SidecarNotConfiguredException when the secret is missing or too short
+	 */
 	public static function token(#[\SensitiveParameter] string $secret, string $uid, int $exp, string $nonce): string {
+		RequestSigner::assertUsableSecret($secret);
 		$payload = self::base64url(self::payloadJson($uid, $exp, $nonce));
 		return self::VERSION . '.' . $payload . '.' . self::base64url(hash_hmac('sha256', self::LABEL . "\n" . $payload, $secret, true));
 	}

@@ -239,7 +239,7 @@ func (s *sidecar) post(path string, body []byte) (int, map[string]any) {
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(signing.HeaderTimestamp, ts)
 	req.Header.Set(signing.HeaderNonce, nonce)
-	req.Header.Set(signing.HeaderSignature, signing.Sign(s.secret, "POST", path, ts, nonce, body))
+	req.Header.Set(signing.HeaderSignature, mustSign(s.t, s.secret, "POST", path, ts, nonce, body))
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		s.t.Fatalf("post %s: %v", path, err)
@@ -378,4 +378,22 @@ func (s *sidecar) kv(t testing.TB, user, ns, key string) string {
 func davDirExists(dav interface{ Path(string) string }, rel string) bool {
 	fi, err := os.Stat(dav.Path(rel))
 	return err == nil && fi.IsDir()
+}
+
+func mustSign(t testing.TB, secret []byte, method, path, ts, nonce string, body []byte) string {
+	t.Helper()
+	sig, err := signing.Sign(secret, method, path, ts, nonce, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sig
+}
+
+func mustMintWSToken(t testing.TB, secret, claims []byte) string {
+	t.Helper()
+	tok, err := signing.MintWSToken(secret, claims)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
 }

@@ -27,7 +27,7 @@ func (s *sidecar) call(method, path string, body []byte) (int, map[string]any) {
 	nonce := fmt.Sprintf("%016x%016x", time.Now().UnixNano(), os.Getpid())
 	req.Header.Set(signing.HeaderTimestamp, ts)
 	req.Header.Set(signing.HeaderNonce, nonce)
-	req.Header.Set(signing.HeaderSignature, signing.Sign(s.secret, method, path, ts, nonce, body))
+	req.Header.Set(signing.HeaderSignature, mustSign(s.t, s.secret, method, path, ts, nonce, body))
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		s.t.Fatalf("%s %s: %v", method, path, err)
@@ -59,7 +59,7 @@ func TestSettingsPagesAgainstTheRunningSidecar(t *testing.T) {
 
 	// The browser connects with a token the app minted, from the Nextcloud origin.
 	claims, _ := json.Marshal(signing.WSClaims{UID: "alice", Exp: time.Now().Add(2 * time.Minute).Unix(), Nonce: "0123456789abcdef0123456789abcdef"})
-	wsURL := "ws" + strings.TrimPrefix(sc.url, "http") + "/v1/ws?token=" + signing.MintWSToken(sc.secret, claims)
+	wsURL := "ws" + strings.TrimPrefix(sc.url, "http") + "/v1/ws?token=" + mustMintWSToken(t, sc.secret, claims)
 	if _, resp, err := websocket.DefaultDialer.Dial(wsURL, http.Header{"Origin": {"https://evil.example"}}); err == nil || resp == nil || resp.StatusCode != 403 {
 		t.Fatalf("a foreign origin was not refused: %v", err)
 	}
@@ -107,11 +107,20 @@ func TestSettingsPagesAgainstTheRunningSidecar(t *testing.T) {
 		t.Fatalf("an unknown user saw the task: %d %v", st, out)
 	}
 
-	// Admin: the key is write-only and its change waits for a restart.
+	// Admin: the key is write-only and applies to the next task at once (the admin pastes
+	// it after installing); workers.max waits for a restart.
 	st, out = sc.call("PUT", "/v1/admin/settings", []byte(`{"brain":{"api_key":"sk-set-in-the-panel-0001"},"workers":{"max":3}}`))
 	raw, _ := json.Marshal(out)
-	if st != 200 || bytes.Contains(raw, []byte("sk-set-in-the-panel")) || !strings.Contains(string(raw), "brain.api_key") {
+	if st != 200 || bytes.Contains(raw, []byte("sk-set-in-the-panel")) || strings.Contains(string(raw), "brain.api_key") ||
+		!strings.Contains(string(raw), "workers.max") {
 		t.Fatalf("admin put: %d %s", st, raw)
+	}
+	before := len(f.talk.Messages())
+	f.say(t, token, 8, "alice", "and now?")
+	f.waitMessages(t, before+1, 3*time.Minute)
+	reqs := f.api.MessageRequests()
+	if got := reqs[len(reqs)-1].Header.Get("X-Api-Key"); got != "sk-set-in-the-panel-0001" {
+		t.Fatalf("the next task reached the model API with key %q, not the one set in the panel", got)
 	}
 	if st, out := sc.call("GET", "/v1/admin/health", nil); st != 200 || out["sandbox"].(map[string]any)["mode"] != "bwrap" {
 		t.Fatalf("health: %d %v", st, out)

@@ -39,7 +39,11 @@ func cmdTask(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	log := newLogger(cfg, stderr)
 	nt := queue.NewTask{UserID: *user, Source: "cli", Interactive: true, Prompt: text}
 
-	s, err := openSidecar(ctx, cfg, log, false)
+	why := toRun
+	if *dryRun {
+		why = toPrompt
+	}
+	s, err := openSidecar(ctx, cfg, log, why)
 	if errors.Is(err, errLocked) {
 		if *dryRun {
 			return errors.New("--dry-run needs the data directory to itself; stop `istota serve` or use another data_dir")

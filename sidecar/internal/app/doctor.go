@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -42,7 +41,16 @@ func cmdDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 		fmt.Fprintf(stdout, "✓ %s: %s\n", name, detail)
 	}
+	// The checks look at the configuration `istota serve` runs with: the file, the
+	// secret it generated and the admin's settings stored in its database.
 	cfg, err := load()
+	var db *store.DB
+	if err == nil {
+		cfg, db, err = inspectConfig(ctx, cfg)
+	}
+	if db != nil {
+		defer db.Close()
+	}
 	check("configuration", func() (string, error) {
 		if err != nil {
 			return "", err
@@ -53,14 +61,9 @@ func cmdDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return ExitCode(1)
 	}
 	check("database", func() (string, error) {
-		if _, err := os.Stat(cfg.Database.Path); err != nil {
+		if db == nil {
 			return "", fmt.Errorf("%s does not exist yet: `istota serve` creates it", cfg.Database.Path)
 		}
-		db, err := store.Open(ctx, cfg.Database.Path)
-		if err != nil {
-			return "", err
-		}
-		defer db.Close()
 		var n int
 		if err := db.Read.QueryRowContext(ctx, `SELECT count(*) FROM tasks WHERE status IN ('pending','locked','running')`).Scan(&n); err != nil {
 			return "", err
@@ -71,9 +74,9 @@ func cmdDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if cfg.Brain.Kind != "claude" {
 			return "none needed: the " + cfg.Brain.Kind + " brain runs in the sidecar (model " + cfg.Brain.Model + ")", nil
 		}
-		path, err := exec.LookPath(cfg.Brain.ClaudePath)
+		path, err := findAgent(cfg.Brain.ClaudePath)
 		if err != nil {
-			return "", fmt.Errorf("%s not found (install @anthropic-ai/claude-code): %w", cfg.Brain.ClaudePath, err)
+			return "", err
 		}
 		version, err := agentVersion(ctx, path)
 		if err != nil {
@@ -141,13 +144,9 @@ func cmdDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) err
 
 // doctorPing signs a ping to the running sidecar exactly as the app does.
 func doctorPing(ctx context.Context, cfg config.Config) (string, error) {
-	secret := cfg.Nextcloud.SharedSecret
-	if secret == "" {
-		b, err := os.ReadFile(filepath.Join(cfg.DataDir, "shared_secret"))
-		if err != nil {
-			return "", errors.New("no shared secret configured or generated yet")
-		}
-		secret = strings.TrimSpace(string(b))
+	secret := []byte(cfg.Nextcloud.SharedSecret)
+	if len(secret) == 0 {
+		return "", errors.New("no shared secret configured, and `istota serve` has not generated one yet")
 	}
 	raw := make([]byte, 16)
 	rand.Read(raw)
@@ -160,7 +159,11 @@ func doctorPing(ctx context.Context, cfg config.Config) (string, error) {
 	}
 	req.Header.Set(signing.HeaderTimestamp, ts)
 	req.Header.Set(signing.HeaderNonce, nonce)
-	req.Header.Set(signing.HeaderSignature, signing.Sign([]byte(secret), "POST", "/v1/ping", ts, nonce, body))
+	sig, err := signing.Sign(secret, "POST", "/v1/ping", ts, nonce, body)
+	if err != nil {
+		return "", fmt.Errorf("nextcloud.shared_secret: %w", err)
+	}
+	req.Header.Set(signing.HeaderSignature, sig)
 	resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
 	if err != nil {
 		return "", fmt.Errorf("istota serve is not answering on %s: %w", cfg.Server.Listen, err)

@@ -34,19 +34,19 @@ type sandboxLaunchers struct {
 	network *netproxy.Proxy
 	skills  *credproxy.Server
 	usage   *usage.Store
+	apiKey  func() string // the model API key in effect now
 }
 
-func newSandboxLaunchers(ctx context.Context, cfg config.Config, log *slog.Logger) (*sandboxLaunchers, error) {
+// newSandboxLaunchers builds the launchers. willRun is false for commands that only
+// build prompts: they need neither the agent binary nor a sandbox that works.
+func newSandboxLaunchers(ctx context.Context, cfg config.Config, willRun bool, log *slog.Logger) (*sandboxLaunchers, error) {
 	// Only the claude brain runs an agent binary inside the sandbox; the openai brain
 	// runs its loop in the sidecar and starts a sandbox per tool call.
 	var agent string
-	if cfg.Brain.Kind == "claude" {
+	if cfg.Brain.Kind == "claude" && willRun {
 		var err error
-		if agent, err = exec.LookPath(cfg.Brain.ClaudePath); err != nil {
-			return nil, fmt.Errorf("brain.claude_path: the claude CLI %q was not found: %w (install @anthropic-ai/claude-code)", cfg.Brain.ClaudePath, err)
-		}
-		if agent, err = filepath.EvalSymlinks(agent); err != nil {
-			return nil, fmt.Errorf("brain.claude_path: %w", err)
+		if agent, err = findAgent(cfg.Brain.ClaudePath); err != nil {
+			return nil, err
 		}
 	}
 	scfg, err := sandboxConfig(cfg)
@@ -55,8 +55,10 @@ func newSandboxLaunchers(ctx context.Context, cfg config.Config, log *slog.Logge
 	}
 	if scfg.Unsandboxed {
 		log.Warn("SANDBOX DISABLED: agents run directly on the host and can read everything the agent account can; use this for single-user development only")
-	} else if err := sandbox.Probe(ctx, scfg); err != nil {
-		return nil, fmt.Errorf("%w\nagents cannot be isolated on this host, so istota refuses to serve; fix the cause above, or set sandbox.unsandboxed = true for single-user development only", err)
+	} else if willRun {
+		if err := sandbox.Probe(ctx, scfg); err != nil {
+			return nil, fmt.Errorf("%w\nagents cannot be isolated on this host, so istota refuses to serve; fix the cause above, or set sandbox.unsandboxed = true for single-user development only", err)
+		}
 	}
 	runner, err := sandbox.New(scfg, log)
 	if err != nil {
@@ -285,5 +287,9 @@ func (l *sandboxLaunchers) gateway() *sandbox.LLMUpstream {
 	if l.cfg.Brain.Kind != "claude" {
 		return nil
 	}
-	return &sandbox.LLMUpstream{BaseURL: l.cfg.Brain.APIBaseURL, APIKey: l.cfg.Brain.APIKey, Header: "x-api-key"}
+	key := l.cfg.Brain.APIKey
+	if l.apiKey != nil {
+		key = l.apiKey() // live: a key the admin pasted in the panel applies to the next task
+	}
+	return &sandbox.LLMUpstream{BaseURL: l.cfg.Brain.APIBaseURL, APIKey: key, Header: "x-api-key"}
 }

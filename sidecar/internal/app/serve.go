@@ -11,7 +11,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -86,7 +85,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	log := newLogger(cfg, stderr)
-	s, err := openSidecar(ctx, cfg, log, true)
+	s, err := openSidecar(ctx, cfg, log, toServe)
 	if err != nil {
 		return err
 	}
@@ -94,10 +93,23 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return s.serve(ctx)
 }
 
-// openSidecar builds every component. withSecrets generates missing secrets (serve);
-// the CLI commands only need the database and the executor.
-func openSidecar(ctx context.Context, cfg config.Config, log *slog.Logger, serving bool) (*sidecar, error) {
-	s := &sidecar{cfg: cfg, log: log}
+// purpose says what a command opens the sidecar for, and so what it must find at start.
+type purpose int
+
+const (
+	// toServe is `istota serve`: a missing shared secret is generated, and the agent and
+	// the sandbox must work.
+	toServe purpose = iota
+	// toRun is a command that runs agents in this process (`istota task`, `sleep`).
+	toRun
+	// toPrompt only builds prompts (`istota task --dry-run`): it runs no agent, so it
+	// needs neither the agent binary nor a working sandbox.
+	toPrompt
+)
+
+// openSidecar builds every component for the given purpose.
+func openSidecar(ctx context.Context, cfg config.Config, log *slog.Logger, why purpose) (*sidecar, error) {
+	s := &sidecar{log: log}
 	ok := false
 	defer func() {
 		if !ok {
@@ -109,21 +121,16 @@ func openSidecar(ctx context.Context, cfg config.Config, log *slog.Logger, servi
 		return nil, err
 	}
 	s.lock = lock
-	// Sandbox bind sources must be absolute paths without symbolic links.
-	if s.cfg.DataDir, err = filepath.Abs(cfg.DataDir); err == nil {
-		s.cfg.DataDir, err = filepath.EvalSymlinks(s.cfg.DataDir)
+	// The configuration is completed first (runconfig.go); s.cfg is set once, below, and
+	// every component gets the finished value.
+	if cfg, err = resolvePaths(cfg); err != nil {
+		return nil, err
 	}
-	if err != nil {
-		return nil, fmt.Errorf("data_dir: %w", err)
+	if cfg, err = withSharedSecret(cfg, why == toServe, log); err != nil {
+		return nil, err
 	}
-	if s.cfg.Database.Path, err = filepath.Abs(cfg.Database.Path); err != nil {
-		return nil, fmt.Errorf("database.path: %w", err)
-	}
-	cfg = s.cfg
-	if serving {
-		if err := s.ensureSecrets(); err != nil {
-			return nil, err
-		}
+	if why == toServe && cfg.Talk.BotSecret == "" {
+		log.Warn("talk.bot_secret is not set: answers wait in the outbox until it is (run `occ istota:setup`)")
 	}
 	s.db, err = store.Open(ctx, cfg.Database.Path)
 	if err != nil {
@@ -133,6 +140,7 @@ func openSidecar(ctx context.Context, cfg config.Config, log *slog.Logger, servi
 	if cfg, err = s.openSettings(ctx, cfg); err != nil {
 		return nil, err
 	}
+	s.cfg = cfg
 	host, _ := os.Hostname()
 	s.owner = fmt.Sprintf("%s:%d:%d", host, os.Getpid(), time.Now().UnixNano())
 	// The executor is built below; the closure only runs once serving has started.
@@ -141,7 +149,7 @@ func openSidecar(ctx context.Context, cfg config.Config, log *slog.Logger, servi
 	sender := talk.NewClient(cfg.Nextcloud.URL, []byte(cfg.Talk.BotSecret), &http.Client{Timeout: cfg.Nextcloud.RequestTimeout.Duration})
 	s.outbox = outbox.New(s.db, sender, outbox.Options{Logger: log.With("component", "outbox")})
 
-	s.launcher, err = newSandboxLaunchers(ctx, cfg, log.With("component", "sandbox"))
+	s.launcher, err = newSandboxLaunchers(ctx, cfg, why != toPrompt, log.With("component", "sandbox"))
 	if err != nil {
 		return nil, err
 	}
@@ -167,6 +175,7 @@ func openSidecar(ctx context.Context, cfg config.Config, log *slog.Logger, servi
 	}
 	s.launcher.skills = credproxy.New(registry, creds, auditLog, log.With("component", "credproxy"), credproxy.Options{})
 	s.launcher.usage = usage.New(s.db)
+	s.launcher.apiKey = s.pages.settings.APIKey
 	agent, err := s.newBrain(cfg, log)
 	if err != nil {
 		return nil, err
@@ -298,7 +307,7 @@ func (s *sidecar) newBrain(cfg config.Config, log *slog.Logger) (brain.Brain, er
 	}
 	usageLog := log.With("component", "openai")
 	b, err := openai.New(openai.Config{
-		BaseURL: cfg.Brain.APIBaseURL, APIKey: cfg.Brain.APIKey, Model: cfg.Brain.Model, MaxTurns: cfg.Brain.MaxTurns,
+		BaseURL: cfg.Brain.APIBaseURL, KeySource: s.pages.settings.APIKey, Model: cfg.Brain.Model, MaxTurns: cfg.Brain.MaxTurns,
 		OnUsage: func(req brain.Request, u openai.Usage) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
@@ -370,26 +379,6 @@ func (s *sidecar) retryPushes(ctx context.Context) {
 			s.log.Warn("files still not pushed to Nextcloud", "err", err, "paths", len(s.files.Unsynced()))
 		}
 	}
-}
-
-// ensureSecrets fills in a missing shared secret from (or into) the data directory and
-// says plainly what is missing for Talk.
-func (s *sidecar) ensureSecrets() error {
-	if s.cfg.Nextcloud.SharedSecret == "" {
-		secret, created, err := loadOrCreateSecret(s.cfg.DataDir, "shared_secret")
-		if err != nil {
-			return err
-		}
-		s.cfg.Nextcloud.SharedSecret = secret
-		if created {
-			s.log.Warn("generated a shared secret; give it to the Nextcloud app with `occ istota:setup` or set nextcloud.shared_secret_file",
-				"path", filepath.Join(s.cfg.DataDir, "shared_secret"))
-		}
-	}
-	if s.cfg.Talk.BotSecret == "" {
-		s.log.Warn("talk.bot_secret is not set: answers wait in the outbox until it is (run `occ istota:setup`)")
-	}
-	return nil
 }
 
 func (s *sidecar) serve(ctx context.Context) error {

@@ -172,7 +172,7 @@ func cmdSleep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	s, err := openSidecar(ctx, cfg, newLogger(cfg, stderr), false)
+	s, err := openSidecar(ctx, cfg, newLogger(cfg, stderr), toRun)
 	if errors.Is(err, errLocked) {
 		return errors.New("istota serve is running: it runs the sleep cycle itself every night; stop it to run one now")
 	}

@@ -25,19 +25,18 @@ type pages struct {
 }
 
 // openSettings layers the admin panel's stored settings (and the API key set there)
-// over the config file; everything built after it uses the result.
+// over the config file and returns the result, which everything is then built from.
 func (s *sidecar) openSettings(ctx context.Context, cfg config.Config) (config.Config, error) {
 	st, err := settings.Open(ctx, s.db, cfg, settings.Options{
 		DataDir: cfg.DataDir,
-		Brains:  []string{"claude", "openai"}, // the brains newBrain can build
+		Brains:  brainKinds(),
 		Logger:  s.log.With("component", "settings"),
 	})
 	if err != nil {
 		return config.Config{}, err
 	}
 	s.pages.settings = st
-	s.cfg = st.Effective()
-	return s.cfg, nil
+	return st.Effective(), nil
 }
 
 // budget is the daily token budget intake applies, live from the settings.

@@ -155,6 +155,12 @@ func (a *API) signed(h handlerFunc) http.HandlerFunc {
 }
 
 func authError(err error) error {
+	if errors.Is(err, signing.ErrWeakSecret) {
+		// Never reached by a correctly started sidecar (serve refuses to start without a
+		// usable secret); refusing is the safe answer if it ever is.
+		return &Error{Status: http.StatusServiceUnavailable, Code: "no_shared_secret",
+			Message: "the sidecar has no usable shared secret; see its log"}
+	}
 	codes := []struct {
 		err  error
 		code string

@@ -72,7 +72,11 @@ func do(t testing.TB, srv *httptest.Server, r req) (int, map[string]any) {
 		ts := strconv.FormatInt(r.ts.Unix(), 10)
 		hr.Header.Set(signing.HeaderTimestamp, ts)
 		hr.Header.Set(signing.HeaderNonce, r.nonce)
-		hr.Header.Set(signing.HeaderSignature, signing.Sign(key, r.method, r.path, ts, r.nonce, r.body))
+		sig, err := signing.Sign(key, r.method, r.path, ts, r.nonce, r.body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hr.Header.Set(signing.HeaderSignature, sig)
 	}
 	resp, err := http.DefaultClient.Do(hr)
 	if err != nil {

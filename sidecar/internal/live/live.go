@@ -266,6 +266,10 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	now := h.opts.Clock()
 	claims, err := signing.VerifyWSToken(h.opts.Secret, r.URL.Query().Get("token"), now)
+	if errors.Is(err, signing.ErrWeakSecret) {
+		writeRefusal(w, http.StatusServiceUnavailable, "no_shared_secret", "the sidecar has no usable shared secret; see its log")
+		return
+	}
 	if err != nil {
 		writeRefusal(w, http.StatusUnauthorized, "bad_token", "the connection token is invalid or expired; ask the app for a new one")
 		return

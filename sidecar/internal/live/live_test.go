@@ -71,7 +71,11 @@ var nonceN int
 func token(uid string, exp time.Time) string {
 	nonceN++
 	b, _ := json.Marshal(signing.WSClaims{UID: uid, Exp: exp.Unix(), Nonce: fmt.Sprintf("%032x", nonceN)})
-	return signing.MintWSToken(secret, b)
+	tok, err := signing.MintWSToken(secret, b)
+	if err != nil {
+		panic(err)
+	}
+	return tok
 }
 
 func (e *env) dial(tok, from string) (*websocket.Conn, int, error) {

@@ -123,10 +123,9 @@ type Store struct {
 
 	defs []key // the settings table, fixed at Open
 
-	mu        sync.RWMutex
-	current   config.Config // base + stored values + key file: what the next start uses
-	startup   config.Config // what this process was built with
-	keyChange bool          // the API key was set or cleared since the start
+	mu      sync.RWMutex
+	current config.Config // base + stored values + key file: what the next start uses
+	startup config.Config // what this process was built with
 }
 
 // storedPrefix keeps admin settings apart from other rows of the settings table.
@@ -185,6 +184,15 @@ func (s *Store) Effective() config.Config {
 	return s.current
 }
 
+// APIKey is the model API key in effect now. It applies live: the model gateway and the
+// openai brain ask for it on every request, so a key pasted into the admin panel is
+// used by the next task without a restart.
+func (s *Store) APIKey() string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.current.Brain.APIKey
+}
+
 // Get returns the settings as the panel shows them and the keys whose new value only
 // takes effect at the next start.
 func (s *Store) Get() (Admin, []string) {
@@ -206,9 +214,6 @@ func (s *Store) restartRequired() []string {
 		if !bytes.Equal(a, b) {
 			out = append(out, k.name)
 		}
-	}
-	if s.keyChange {
-		out = append(out, "brain.api_key")
 	}
 	return out
 }
@@ -293,7 +298,6 @@ func (s *Store) Update(ctx context.Context, patch []byte) (Admin, []string, erro
 		if err := s.writeKey(*apiKey); err != nil {
 			return Admin{}, nil, err
 		}
-		s.keyChange = true
 		eff.Brain.APIKey = *apiKey
 		if *apiKey == "" {
 			eff.Brain.APIKey = s.base.Brain.APIKey

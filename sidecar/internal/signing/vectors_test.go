@@ -43,8 +43,8 @@ func TestVectors(t *testing.T) {
 			if got := Canonical(v.Method, v.Path, v.Timestamp, v.Nonce, []byte(v.Body)); got != v.Canonical {
 				t.Errorf("canonical:\n got %q\nwant %q", got, v.Canonical)
 			}
-			if got := Sign([]byte(v.Secret), v.Method, v.Path, v.Timestamp, v.Nonce, []byte(v.Body)); got != v.Signature {
-				t.Errorf("signature: got %s want %s", got, v.Signature)
+			if got, err := Sign([]byte(v.Secret), v.Method, v.Path, v.Timestamp, v.Nonce, []byte(v.Body)); err != nil || got != v.Signature {
+				t.Errorf("signature: got %s (%v) want %s", got, err, v.Signature)
 			}
 			sec, _ := strconv.ParseInt(v.Timestamp, 10, 64)
 			if err := Verify([]byte(v.Secret), v.Method, v.Path, v.Timestamp, v.Nonce, v.Signature, []byte(v.Body), time.Unix(sec, 0)); err != nil {

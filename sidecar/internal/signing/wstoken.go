@@ -34,15 +34,23 @@ func wsMAC(secret []byte, payload string) string {
 }
 
 // MintWSToken builds "v1.<payload>.<mac>" from the JSON of the claims, as the app does
-// (docs/user-api.md). The sidecar uses it in tests; the app mints in PHP.
-func MintWSToken(secret []byte, payloadJSON []byte) string {
+// (docs/user-api.md). The sidecar uses it in tests; the app mints in PHP. It refuses a
+// weak secret.
+func MintWSToken(secret []byte, payloadJSON []byte) (string, error) {
+	if err := CheckSecret(secret); err != nil {
+		return "", err
+	}
 	payload := base64.RawURLEncoding.EncodeToString(payloadJSON)
-	return "v1." + payload + "." + wsMAC(secret, payload)
+	return "v1." + payload + "." + wsMAC(secret, payload), nil
 }
 
 // VerifyWSToken checks a token's MAC and expiry at now and returns its claims. It does
-// not check single use: callers record the nonce.
+// not check single use: callers record the nonce. A weak secret refuses every token
+// with ErrWeakSecret.
 func VerifyWSToken(secret []byte, token string, now time.Time) (WSClaims, error) {
+	if err := CheckSecret(secret); err != nil {
+		return WSClaims{}, err
+	}
 	parts := strings.Split(token, ".")
 	if len(parts) != 3 || parts[0] != "v1" || parts[1] == "" || len(token) > 2048 {
 		return WSClaims{}, ErrBadToken

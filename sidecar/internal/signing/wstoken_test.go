@@ -1,6 +1,7 @@
 package signing
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"os"
@@ -48,7 +49,7 @@ func TestWSTokenVectors(t *testing.T) {
 				return
 			}
 			valid++
-			if got := MintWSToken([]byte(v.Secret), []byte(c.PayloadJSON)); got != c.Token {
+			if got, _ := MintWSToken([]byte(v.Secret), []byte(c.PayloadJSON)); got != c.Token {
 				t.Fatalf("mint = %s, want %s", got, c.Token)
 			}
 			if err != nil || claims.UID != c.UID {
@@ -66,7 +67,11 @@ func TestWSTokenRejects(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	mint := func(v any) string {
 		b, _ := json.Marshal(v)
-		return MintWSToken(secret, b)
+		tok, err := MintWSToken(secret, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
 	}
 	nonce := "0123456789abcdef0123456789abcdef"
 	good := mint(WSClaims{UID: "alice", Exp: now.Unix() + 60, Nonce: nonce})
@@ -83,7 +88,7 @@ func TestWSTokenRejects(t *testing.T) {
 		{"expired a second ago", mint(WSClaims{UID: "alice", Exp: now.Unix() - 1, Nonce: nonce}), false},
 		{"five minutes ahead is the limit", mint(WSClaims{UID: "alice", Exp: now.Unix() + 300, Nonce: nonce}), true},
 		{"beyond five minutes", mint(WSClaims{UID: "alice", Exp: now.Unix() + 301, Nonce: nonce}), false},
-		{"payload not json", MintWSToken(secret, []byte("not json")), false},
+		{"payload not json", "v1." + base64.RawURLEncoding.EncodeToString([]byte("not json")) + "." + wsMAC(secret, base64.RawURLEncoding.EncodeToString([]byte("not json"))), false},
 		{"truncated mac", good[:len(good)-2], false},
 	}
 	for _, c := range cases {

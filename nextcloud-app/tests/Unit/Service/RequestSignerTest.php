@@ -9,7 +9,9 @@ declare(strict_types=1);
 
 namespace OCA\Istota\Tests\Unit\Service;
 
+use OCA\Istota\Exception\SidecarNotConfiguredException;
 use OCA\Istota\Service\RequestSigner;
+use OCA\Istota\Service\WsTokenMinter;
 use PHPUnit\Framework\TestCase;
 
 /**
@@ -17,6 +19,7 @@ use PHPUnit\Framework\TestCase;
  * vectors in sidecar/internal/signing/testdata/vectors.json.
  */
 class RequestSignerTest extends TestCase {
+	private const KEY = 'request-signer-test-key-0123456789abcdef';
 	private const VECTORS = ISTOTA_REPO_ROOT . '/sidecar/internal/signing/testdata/vectors.json';
 
 	/** @return array<string, array{0: array<string, string>}> */
@@ -55,23 +58,41 @@ class RequestSignerTest extends TestCase {
 	public function testMethodIsUpperCased(): void {
 		$signer = new RequestSigner();
 		$this->assertSame(
-			$signer->signature('k', 'POST', '/v1/ping', '1', str_repeat('a', 32), '{}'),
-			$signer->signature('k', 'post', '/v1/ping', '1', str_repeat('a', 32), '{}'),
+			$signer->signature(self::KEY, 'POST', '/v1/ping', '1', str_repeat('a', 32), '{}'),
+			$signer->signature(self::KEY, 'post', '/v1/ping', '1', str_repeat('a', 32), '{}'),
 		);
 	}
 
 	public function testHeadersCarryTimestampFreshNonceAndVerifiableSignature(): void {
 		$signer = new RequestSigner();
-		$first = $signer->headers('secret', 'POST', '/v1/talk/events', '{"a":1}', 1795860000);
-		$second = $signer->headers('secret', 'POST', '/v1/talk/events', '{"a":1}', 1795860000);
+		$first = $signer->headers(self::KEY, 'POST', '/v1/talk/events', '{"a":1}', 1795860000);
+		$second = $signer->headers(self::KEY, 'POST', '/v1/talk/events', '{"a":1}', 1795860000);
 
 		$this->assertSame('1795860000', $first['X-Istota-Timestamp']);
 		$this->assertMatchesRegularExpression('/^[0-9a-f]{32}$/', $first['X-Istota-Nonce']);
 		$this->assertNotSame($first['X-Istota-Nonce'], $second['X-Istota-Nonce'], 'every request needs its own nonce');
 		$this->assertMatchesRegularExpression('/^v1=[0-9a-f]{64}$/', $first['X-Istota-Signature']);
 		$this->assertSame(
-			$signer->signature('secret', 'POST', '/v1/talk/events', '1795860000', $first['X-Istota-Nonce'], '{"a":1}'),
+			$signer->signature(self::KEY, 'POST', '/v1/talk/events', '1795860000', $first['X-Istota-Nonce'], '{"a":1}'),
 			$first['X-Istota-Signature'],
 		);
+	}
+
+	/** @return array<string, array{string}> */
+	public function weakSecrets(): array {
+		return ['empty' => [''], 'one byte' => ['k'], '31 bytes' => [str_repeat('s', 31)]];
+	}
+
+	/** @dataProvider weakSecrets */
+	public function testWeakSecretsNeverSign(string $secret): void {
+		$signer = new RequestSigner();
+		try {
+			$signer->headers($secret, 'POST', '/v1/ping', '{}', 1795860000);
+			$this->fail('signed with a weak secret');
+		} catch (SidecarNotConfiguredException $e) {
+			$this->assertStringContainsString('occ istota:setup', $e->getMessage());
+		}
+		$this->expectException(SidecarNotConfiguredException::class);
+		WsTokenMinter::token($secret, 'alice', 1795860060, str_repeat('a', 32));
 	}
 }

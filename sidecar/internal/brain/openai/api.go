@@ -220,8 +220,8 @@ func (b *Brain) post(ctx context.Context, body []byte) (_ *chatResponse, retryAf
 	hreq.Header.Set("Content-Type", "application/json")
 	hreq.Header.Set("Accept", "application/json")
 	hreq.Header.Set("User-Agent", "istota")
-	if b.cfg.APIKey != "" {
-		hreq.Header.Set("Authorization", "Bearer "+b.cfg.APIKey)
+	if key := b.key(); key != "" {
+		hreq.Header.Set("Authorization", "Bearer "+key)
 	}
 	hresp, err := b.client.Do(hreq)
 	if err != nil {
@@ -286,7 +286,7 @@ func (b *Brain) errorDetail(raw []byte) string {
 // redact removes the API key from text that may have come from the server or the
 // transport. A key too short to replace safely drops the text altogether.
 func (b *Brain) redact(s string) string {
-	k := b.cfg.APIKey
+	k := b.key()
 	switch {
 	case k == "":
 		return s
@@ -349,4 +349,12 @@ func clip(s string, n int) string {
 		cut--
 	}
 	return s[:cut] + "…"
+}
+
+// key is the API key for the next request.
+func (b *Brain) key() string {
+	if b.cfg.KeySource != nil {
+		return b.cfg.KeySource()
+	}
+	return b.cfg.APIKey
 }

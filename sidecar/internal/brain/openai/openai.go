@@ -57,6 +57,9 @@ type Config struct {
 	// APIKey is sent as "Authorization: Bearer <key>"; empty sends no Authorization
 	// (local servers often need none). It is never logged nor put in an error.
 	APIKey string
+	// KeySource, when set, is asked for the key on every request instead of APIKey, so
+	// a key the admin replaces applies to the next call.
+	KeySource func() string
 	// Model is the default model; Request.Model overrides it. One of them is required.
 	Model string
 	// MaxTurns caps model calls per run when Request.MaxTurns is 0; 0 means
