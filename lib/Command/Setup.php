@@ -67,9 +67,11 @@ class Setup extends Command {
 
 		$toml = $outcome->config->toToml();
 		$path = self::option($input, 'write');
+		// An unregistered bot still gets its configuration (the secrets in it stay valid), but
+		// the exit status says the setup is not complete, so scripts and installers notice.
 		if ($path === null) {
 			$output->write($toml, false, OutputInterface::OUTPUT_RAW);
-			return self::SUCCESS;
+			return $registration->registered ? self::SUCCESS : self::FAILURE;
 		}
 		try {
 			$this->setup->writeFile($path, $toml);
@@ -78,7 +80,7 @@ class Setup extends Command {
 			return self::FAILURE;
 		}
 		$notes->writeln(sprintf('Wrote the sidecar configuration to %s (mode 0600). Restart the sidecar to use it.', OutputFormatter::escape($path)));
-		return self::SUCCESS;
+		return $registration->registered ? self::SUCCESS : self::FAILURE;
 	}
 
 	private static function option(InputInterface $input, string $name): ?string {

@@ -82,15 +82,20 @@ class BotAccount {
 
 	private function create(string $uid, string $displayName): BotAccountResult {
 		$password = $this->newPassword();
+		// Stored before the account exists: when Nextcloud creates the account and then
+		// fails (a hook or listener throws after the user backend said yes), the next run
+		// finds the account and a password that opens it, instead of an account nobody
+		// knows the password of.
+		$this->settings->setBotPassword($password);
 		try {
 			$user = $this->userManager->createUser($uid, $password);
 		} catch (\Exception $e) {
-			throw new \RuntimeException(sprintf('Nextcloud refused to create the user "%s": %s', $uid, $e->getMessage()), 0, $e);
+			$made = $this->userManager->userExists($uid) ? ' The account was created before the error; run occ istota:setup again to finish.' : '';
+			throw new \RuntimeException(sprintf('Nextcloud refused to create the user "%s": %s.%s', $uid, rtrim($e->getMessage(), '.'), $made), 0, $e);
 		}
 		if (!$user instanceof IUser) {
 			throw new \RuntimeException(sprintf('Nextcloud could not create the user "%s" (no user backend accepted it)', $uid));
 		}
-		$this->settings->setBotPassword($password);
 		$warning = $this->applyDisplayName($user, $displayName);
 		return new BotAccountResult($uid, $password, true, true, [sprintf('Created the Nextcloud user "%s" for the bot.', $uid)], $warning === null ? [] : [$warning]);
 	}

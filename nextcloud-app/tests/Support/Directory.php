@@ -29,6 +29,8 @@ final class Directory implements IUserManager, IGroupManager, IConfig {
 	public array $system = [];
 	/** What createUser() does instead of creating: an exception to throw, or false to return. */
 	public \Throwable|false|null $createFailure = null;
+	/** Thrown after the account was made, as a failing hook or listener does in Nextcloud. */
+	public ?\Throwable $failAfterCreate = null;
 
 	public function addUser(string $uid, string $displayName, ?string $email = null, array $groups = [], array $core = [], ?string $password = null): TestUser {
 		$user = new TestUser($uid, $displayName, $email, $password);
@@ -63,7 +65,11 @@ final class Directory implements IUserManager, IGroupManager, IConfig {
 			return false;
 		}
 		// Nextcloud starts the display name as the user id.
-		return $this->addUser((string)$uid, (string)$uid, null, [], [], (string)$password);
+		$user = $this->addUser((string)$uid, (string)$uid, null, [], [], (string)$password);
+		if ($this->failAfterCreate !== null) {
+			throw $this->failAfterCreate;
+		}
+		return $user;
 	}
 
 	public function isAdmin($userId) {

@@ -177,7 +177,7 @@ class SetupTest extends TestCase {
 	public function testWithoutTalkTheConfigIsStillPrinted(): void {
 		unset($this->h->apps->installed['spreed']);
 		$tester = $this->runCommand();
-		$this->assertSame(Command::SUCCESS, $tester->getStatusCode());
+		$this->assertSame(Command::FAILURE, $tester->getStatusCode(), 'an unregistered bot is not a complete setup');
 		$this->assertSame(64, strlen(self::parseToml($tester->getDisplay())['talk']['bot_secret']));
 		$this->assertStringContainsString('not registered', $tester->getErrorOutput());
 		$this->assertSame([], $this->h->dispatcher->events);
@@ -326,7 +326,31 @@ class SetupTest extends TestCase {
 		$this->assertSame('', $tester->getDisplay(), 'no configuration without the account');
 		$this->assertStringContainsString('Could not set up the bot account', $tester->getErrorOutput());
 		$this->assertStringContainsString($message, $tester->getErrorOutput());
-		$this->assertSame('', $this->h->settings->botPassword());
+		$this->assertSame([], $this->h->directory->users);
+		// The next run creates the account again, with a new password.
+		$this->h->directory->createFailure = null;
+		$again = $this->runCommand();
+		$this->assertSame(Command::SUCCESS, $again->getStatusCode(), $again->getErrorOutput());
+		$this->assertSame($this->h->settings->botPassword(), self::parseToml($again->getDisplay())['nextcloud']['bot_password']);
+	}
+
+	/**
+	 * Nextcloud made the account and then failed (a hook threw): the password Istota chose
+	 * was stored first, so running setup again adopts the account without a reset.
+	 */
+	public function testAnAccountCreatedBeforeAFailureIsAdoptedOnTheNextRun(): void {
+		$this->h->directory->failAfterCreate = new \RuntimeException('a listener failed');
+		$tester = $this->runCommand();
+		$this->assertSame(Command::FAILURE, $tester->getStatusCode());
+		$this->assertStringContainsString('run occ istota:setup again', $tester->getErrorOutput());
+		$this->h->directory->failAfterCreate = null;
+
+		$again = $this->runCommand();
+		$this->assertSame(Command::SUCCESS, $again->getStatusCode(), $again->getErrorOutput());
+		$this->assertStringNotContainsString('does not know its password', $again->getErrorOutput());
+		$password = self::parseToml($again->getDisplay())['nextcloud']['bot_password'];
+		$this->assertNotSame('', $password);
+		$this->assertNotFalse($this->h->directory->checkPassword('istota', $password));
 	}
 
 	public function testResetOnABackendThatCannotChangePasswordsFails(): void {

@@ -1,0 +1,315 @@
+// Package realnc proves Istota against a real Nextcloud 31 with Talk 21: the app from the
+// `make appstore` tarball in custom_apps, `occ istota:setup`, the tarball's own sidecar
+// binary, the real claude CLI in bwrap against a scripted model API, and users who talk
+// to the bot over Nextcloud's HTTP APIs only, as their browsers and clients would.
+//
+// The tests run when `make test-nextcloud` provides ISTOTA_NEXTCLOUD_BUNDLE (a folder
+// with serve.sh, like ../shared/nextcloud) and ISTOTA_APPSTORE_TARBALL; otherwise they
+// skip and say why.
+package realnc
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Passwords of the users serve.sh creates.
+var passwords = map[string]string{
+	"admin": "Admin-Test-Pass-2026!",
+	"alice": "Alice-Test-Pass-2026!",
+	"bob":   "Bob-Test-Pass-2026!",
+}
+
+// nextcloud is one running Nextcloud started by serve.sh.
+type nextcloud struct {
+	t      testing.TB
+	bundle string // the folder with serve.sh
+	root   string // serve.sh's DIR
+	URL    string
+	Dir    string // the server folder (occ, custom_apps)
+	client *http.Client
+}
+
+func freePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// startNextcloud unpacks, installs and starts a Nextcloud in root on a free port.
+func startNextcloud(t testing.TB, bundle, root string) *nextcloud {
+	t.Helper()
+	nc := &nextcloud{t: t, bundle: bundle, root: root, client: &http.Client{Timeout: 60 * time.Second}}
+	out, err := exec.Command("bash", filepath.Join(bundle, "serve.sh"), root, strconv.Itoa(freePort(t))).CombinedOutput()
+	if err != nil {
+		t.Fatalf("serve.sh: %v\n%s", err, out)
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if v, ok := strings.CutPrefix(line, "NEXTCLOUD_URL="); ok {
+			nc.URL = v
+		}
+		if v, ok := strings.CutPrefix(line, "NEXTCLOUD_DIR="); ok {
+			nc.Dir = v
+		}
+	}
+	if nc.URL == "" || nc.Dir == "" {
+		t.Fatalf("serve.sh did not say where Nextcloud runs:\n%s", out)
+	}
+	return nc
+}
+
+// stop ends the PHP server (serve.sh --stop); start brings it back on the same port.
+func (nc *nextcloud) stop() {
+	if out, err := exec.Command("bash", filepath.Join(nc.bundle, "serve.sh"), "--stop", nc.root).CombinedOutput(); err != nil {
+		nc.t.Logf("serve.sh --stop: %v\n%s", err, out)
+	}
+}
+
+func (nc *nextcloud) start() {
+	u, _ := url.Parse(nc.URL)
+	out, err := exec.Command("bash", filepath.Join(nc.bundle, "serve.sh"), nc.root, u.Port()).CombinedOutput()
+	if err != nil {
+		nc.t.Fatalf("serve.sh (restart): %v\n%s", err, out)
+	}
+}
+
+// occ runs `php occ args…` in the server folder and returns its combined output.
+func (nc *nextcloud) occ(args ...string) (string, error) {
+	cmd := exec.Command("php", append([]string{"occ"}, args...)...)
+	cmd.Dir = nc.Dir
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+func (nc *nextcloud) mustOcc(t testing.TB, args ...string) string {
+	t.Helper()
+	out, err := nc.occ(args...)
+	if err != nil {
+		t.Fatalf("occ %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+// cron runs Nextcloud's background jobs once, as the system cron would.
+func (nc *nextcloud) cron(t testing.TB) {
+	t.Helper()
+	cmd := exec.Command("php", "cron.php")
+	cmd.Dir = nc.Dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("cron.php: %v\n%s", err, out)
+	}
+}
+
+// request is one HTTP call as user (Basic auth, as a client with an app password would).
+func (nc *nextcloud) request(ctx context.Context, user, method, path string, body io.Reader, header http.Header) (*http.Response, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, method, nc.URL+path, body)
+	if err != nil {
+		return nil, nil, err
+	}
+	for k, vs := range header {
+		req.Header[k] = vs
+	}
+	if user != "" {
+		req.SetBasicAuth(user, nc.password(user))
+	}
+	resp, err := nc.client.Do(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	return resp, raw, err
+}
+
+func (nc *nextcloud) password(user string) string {
+	if p, ok := passwords[user]; ok {
+		return p
+	}
+	return testUserPassword(user)
+}
+
+// testUserPassword is the password of users the tests add themselves.
+func testUserPassword(user string) string { return "Test-" + user + "-Pass-2026!" }
+
+// addUser creates a user (with an e-mail address) through occ.
+func (nc *nextcloud) addUser(t testing.TB, uid string) {
+	t.Helper()
+	cmd := exec.Command("php", "occ", "user:add", "--password-from-env", "--display-name="+strings.ToUpper(uid[:1])+uid[1:], uid)
+	cmd.Dir = nc.Dir
+	cmd.Env = append(os.Environ(), "OC_PASS="+testUserPassword(uid))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("occ user:add %s: %v\n%s", uid, err, out)
+	}
+	nc.mustOcc(t, "user:setting", uid, "settings", "email", uid+"@example.test")
+}
+
+// ocsResult is an OCS answer: status and the data part.
+type ocsResult struct {
+	Status int
+	Data   json.RawMessage
+	Header http.Header
+	Took   time.Duration
+	Raw    []byte
+}
+
+func (r ocsResult) decode(t testing.TB, v any) {
+	t.Helper()
+	if err := json.Unmarshal(r.Data, v); err != nil {
+		t.Fatalf("decode OCS data %s: %v", r.Data, err)
+	}
+}
+
+// ocs calls an OCS endpoint as user with a JSON body (nil for none).
+func (nc *nextcloud) ocs(t testing.TB, user, method, path string, body any) ocsResult {
+	t.Helper()
+	var rd io.Reader
+	h := http.Header{"Ocs-Apirequest": {"true"}, "Accept": {"application/json"}}
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rd = bytes.NewReader(b)
+		h.Set("Content-Type", "application/json")
+	}
+	start := time.Now()
+	resp, raw, err := nc.request(context.Background(), user, method, path, rd, h)
+	if err != nil {
+		t.Fatalf("%s %s as %s: %v", method, path, user, err)
+	}
+	res := ocsResult{Status: resp.StatusCode, Header: resp.Header, Took: time.Since(start), Raw: raw}
+	var env struct {
+		OCS struct {
+			Data json.RawMessage `json:"data"`
+		} `json:"ocs"`
+	}
+	if json.Unmarshal(raw, &env) == nil {
+		res.Data = env.OCS.Data
+	}
+	return res
+}
+
+// dav calls WebDAV/CalDAV as user.
+func (nc *nextcloud) dav(t testing.TB, user, method, path string, body []byte, header map[string]string) (int, []byte) {
+	t.Helper()
+	h := http.Header{}
+	for k, v := range header {
+		h.Set(k, v)
+	}
+	resp, raw, err := nc.request(context.Background(), user, method, path, bytes.NewReader(body), h)
+	if err != nil {
+		t.Fatalf("%s %s as %s: %v", method, path, user, err)
+	}
+	return resp.StatusCode, raw
+}
+
+// putFile writes a file into user's files over WebDAV, creating folders on the way.
+func (nc *nextcloud) putFile(t testing.TB, user, path string, content []byte) {
+	t.Helper()
+	dir := ""
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	for _, p := range parts[:len(parts)-1] {
+		dir += "/" + p
+		nc.dav(t, user, "MKCOL", "/remote.php/dav/files/"+user+escapePath(dir), nil, nil)
+	}
+	st, raw := nc.dav(t, user, "PUT", "/remote.php/dav/files/"+user+escapePath("/"+strings.Trim(path, "/")), content, nil)
+	if st != 201 && st != 204 {
+		t.Fatalf("PUT %s as %s: %d %s", path, user, st, raw)
+	}
+}
+
+// getFile reads a file of user's over WebDAV; ok is false when it does not exist.
+func (nc *nextcloud) getFile(t testing.TB, user, path string) ([]byte, bool) {
+	t.Helper()
+	st, raw := nc.dav(t, user, "GET", "/remote.php/dav/files/"+user+escapePath("/"+strings.Trim(path, "/")), nil, nil)
+	switch st {
+	case 200:
+		return raw, true
+	case 404:
+		return nil, false
+	}
+	t.Fatalf("GET %s as %s: %d %s", path, user, st, raw)
+	return nil, false
+}
+
+// list returns the names directly inside a folder of user's (PROPFIND depth 1).
+func (nc *nextcloud) list(t testing.TB, user, path string) []string {
+	t.Helper()
+	base := "/remote.php/dav/files/" + user + escapePath("/"+strings.Trim(path, "/"))
+	st, raw := nc.dav(t, user, "PROPFIND", base, nil, map[string]string{"Depth": "1"})
+	if st == 404 {
+		return nil
+	}
+	if st != 207 {
+		t.Fatalf("PROPFIND %s as %s: %d %s", path, user, st, raw)
+	}
+	var names []string
+	for _, chunk := range strings.Split(string(raw), "<d:href>")[1:] {
+		href := chunk[:strings.Index(chunk, "</d:href>")]
+		href, _ = url.PathUnescape(href)
+		name := strings.TrimPrefix(strings.TrimSuffix(href, "/"), strings.TrimSuffix(mustUnescape(base), "/"))
+		if name = strings.Trim(name, "/"); name != "" {
+			names = append(names, name)
+		}
+	}
+	return names
+}
+
+func mustUnescape(s string) string {
+	u, _ := url.PathUnescape(s)
+	return u
+}
+
+func escapePath(p string) string {
+	parts := strings.Split(p, "/")
+	for i, s := range parts {
+		parts[i] = url.PathEscape(s)
+	}
+	return strings.Join(parts, "/")
+}
+
+// waitUntil polls cond until it holds or timeout passes.
+func waitUntil(t testing.TB, what string, timeout time.Duration, cond func() bool, logs func() string) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		if cond() {
+			return
+		}
+		if time.Now().After(deadline) {
+			extra := ""
+			if logs != nil {
+				extra = "\n--- sidecar log (tail) ---\n" + tail(logs(), 60)
+			}
+			t.Fatalf("timed out after %s waiting for %s%s", timeout, what, extra)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func tail(s string, lines int) string {
+	l := strings.Split(s, "\n")
+	if len(l) > lines {
+		l = l[len(l)-lines:]
+	}
+	return strings.Join(l, "\n")
+}
+
+func fmtDur(d time.Duration) string { return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond)) }
