@@ -312,4 +312,6 @@ func tail(s string, lines int) string {
 	return strings.Join(l, "\n")
 }
 
-func fmtDur(d time.Duration) string { return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond)) }
+func fmtDur(d time.Duration) string {
+	return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond))
+}
