@@ -28,7 +28,7 @@ build: ## build the sidecar into bin/istota (with the npm claude CLI linked besi
 run: deps build ## run the sidecar with the embedded SQLite database in ./var
 	./$(BIN) serve $(if $(CONFIG),-c $(CONFIG))
 
-test: deps test-go test-php test-js test-browser test-appstore ## run every test (Go with real SQLite, bwrap and the claude CLI; PHP; front end; packaging)
+test: deps test-go test-php test-js test-browser test-appstore test-nextcloud ## run every test (Go with real SQLite, bwrap and the claude CLI; PHP; front end; packaging; a real Nextcloud)
 
 test-go:
 	$(GO) vet -tags $(GOTAGS) ./sidecar/...
@@ -65,6 +65,13 @@ test-js: deps ## vitest: the pages' stores, API wrappers, live progress and sign
 
 test-browser: deps build js ## the built pages in headless Chromium against a running sidecar
 	cd nextcloud-app && npm run --silent test:browser
+
+# The app and the sidecar against a real Nextcloud 31 + Talk 21 (../shared/nextcloud, or
+# NEXTCLOUD_BUNDLE): install from the tarball, setup, Talk, files, calendars, the settings
+# API and pages. Says so and skips when there is no Nextcloud bundle.
+.PHONY: test-nextcloud
+test-nextcloud: appstore ## the app and the sidecar against a real Nextcloud + Talk
+	scripts/test-nextcloud.sh
 
 # Release packaging: the app-store tarball with static sidecar binaries for amd64 and arm64.
 .PHONY: appstore test-appstore

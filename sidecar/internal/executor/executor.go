@@ -195,7 +195,9 @@ func (e *Executor) Handle(ctx context.Context, t queue.Task) {
 		log.Warn("task could not be started", "err", err)
 		return
 	}
-	res, runErr := e.run(ctx, t, log)
+	var ph phases
+	res, runErr := e.run(ctx, t, log, &ph)
+	log = log.With("pull_ms", ph.pull.Milliseconds(), "agent_ms", ph.agent.Milliseconds(), "push_ms", ph.push.Milliseconds())
 	switch {
 	case errors.Is(ctx.Err(), context.Canceled) && !errors.Is(runErr, context.DeadlineExceeded):
 		// Stopped with !stop (the row is already cancelled) or the sidecar is shutting
@@ -218,15 +220,27 @@ func (e *Executor) Prompt(ctx context.Context, t queue.Task) (string, error) {
 	return e.buildPrompt(ctx, t, u)
 }
 
-func (e *Executor) run(ctx context.Context, t queue.Task, log *slog.Logger) (res brain.Result, err error) {
+// phases is where a task's time went, for the log line that ends it: an admin (and
+// `make bench`) can see what the answer waited for besides the agent.
+type phases struct {
+	pull, agent, push time.Duration
+}
+
+func (e *Executor) run(ctx context.Context, t queue.Task, log *slog.Logger, ph *phases) (res brain.Result, err error) {
 	ws, err := e.prepareWorkspace(t)
 	if err != nil {
 		return brain.Result{}, err
 	}
 	defer os.RemoveAll(ws.Tmp)
+	start := time.Now()
 	e.pullFiles(ctx, t, log)
+	ph.pull = time.Since(start)
 	// Whatever happens to the run (even !stop), what the agent wrote reaches Nextcloud.
-	defer e.pushFiles(ctx, t, log)
+	defer func() {
+		start := time.Now()
+		e.pushFiles(ctx, t, log)
+		ph.push = time.Since(start)
+	}()
 	u, err := e.loadUser(ctx, t.UserID)
 	if err != nil {
 		return brain.Result{}, err
@@ -272,6 +286,7 @@ func (e *Executor) run(ctx context.Context, t queue.Task, log *slog.Logger) (res
 	}
 	progress := newProgress(e, t, log)
 	defer func() { e.recordCost(t, res, log) }()
+	agentStart := time.Now()
 	res, err = run.Run(runCtx, brain.Request{
 		TaskID:   t.ID,
 		UserID:   t.UserID,
@@ -279,6 +294,7 @@ func (e *Executor) run(ctx context.Context, t queue.Task, log *slog.Logger) (res
 		Model:    e.opts.Model,
 		MaxTurns: e.opts.MaxTurns,
 	}, launcher, progress.event)
+	ph.agent = time.Since(agentStart)
 	if errors.Is(runCtx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
 		return res, fmt.Errorf("timed out after %s: %w", e.opts.TaskTimeout, context.DeadlineExceeded)
 	}
