@@ -55,7 +55,10 @@ func TestNextcloud(t *testing.T) {
 			e.nc.stop()
 		}
 		if t.Failed() && os.Getenv("ISTOTA_KEEP") != "" {
-			t.Logf("kept %s for inspection", root)
+			if e.sc != nil {
+				os.WriteFile(filepath.Join(root, "sidecar.log"), []byte(e.sc.logs()), 0o644)
+			}
+			t.Logf("kept %s for inspection (sidecar.log, nc/data/nextcloud.log)", root)
 			return
 		}
 		os.RemoveAll(root)
@@ -69,6 +72,8 @@ func TestNextcloud(t *testing.T) {
 	}{
 		{"install", testInstall},
 		{"talk", testTalk},
+		{"settings api", testSettingsAPI},
+		{"access", testAccess},
 	}
 	for _, s := range steps {
 		if !t.Run(s.name, func(t *testing.T) { s.run(t, e) }) && s.name == "install" {

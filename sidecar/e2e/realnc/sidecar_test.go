@@ -169,6 +169,17 @@ func (s *sidecar) db() *sql.DB {
 	return db
 }
 
+// dbRW opens the sidecar's database for writing test fixtures (WAL lets it beside the
+// running sidecar).
+func (s *sidecar) dbRW() *sql.DB {
+	s.t.Helper()
+	db, err := sql.Open("sqlite3", "file:"+filepath.Join(s.dataDir, "db", "istota.db")+"?_busy_timeout=10000&_foreign_keys=on")
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return db
+}
+
 // count runs a COUNT query on the sidecar's database.
 func (s *sidecar) count(query string, args ...any) int {
 	s.t.Helper()
