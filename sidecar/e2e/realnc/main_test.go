@@ -74,6 +74,7 @@ func TestNextcloud(t *testing.T) {
 		{"talk", testTalk},
 		{"settings api", testSettingsAPI},
 		{"access", testAccess},
+		{"figures", testFigures},
 	}
 	for _, s := range steps {
 		if !t.Run(s.name, func(t *testing.T) { s.run(t, e) }) && s.name == "install" {

@@ -1,0 +1,112 @@
+package realnc
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/istota/istota/sidecar/internal/brain/claude/fakeapi"
+)
+
+// postsPerFigure is how many chat posts each latency median is taken over.
+const postsPerFigure = 20
+
+// testFigures measures, on the real server, what the bot costs the people who talk: the
+// sender's POST /chat with and without the bot (and with the sidecar down), the time to
+// 👀, and how long an answer takes beyond the agent's own run. It records figures for
+// `make bench`; it fails only when something does not work, never on a timing.
+func testFigures(t *testing.T, e *env) {
+	nc := e.nc
+	withBot := nc.createRoom(t, "alice", roomGroup, "Figures with bot", "bob")
+	nc.enableBot(t, "alice", withBot)
+	withoutBot := nc.createRoom(t, "alice", roomGroup, "Figures without bot", "bob")
+
+	posts := func(token, label string) []time.Duration {
+		var ds []time.Duration
+		for i := 0; i < postsPerFigure; i++ {
+			_, took := nc.post(t, "bob", token, fmt.Sprintf("plain chat %s %d", label, i))
+			ds = append(ds, took)
+		}
+		return ds
+	}
+	// Warm both paths once (PHP's opcode cache, Talk's caches) before measuring.
+	posts(withoutBot, "warm")
+	without := posts(withoutBot, "no-bot")
+	up := posts(withBot, "bot-up")
+	e.sc.kill()
+	down := posts(withBot, "bot-down")
+	e.sc.start()
+	nc.cron(t) // hand the waiting (unaddressed) events over
+
+	base := median(without)
+	e.bench.add("POST /chat, bot not in the conversation (median of 20)", fmtDur(base), "", nil)
+	for _, f := range []struct {
+		name string
+		ds   []time.Duration
+	}{{"bot enabled, sidecar up", up}, {"bot enabled, sidecar down", down}} {
+		m := median(f.ds)
+		e.bench.add(fmt.Sprintf("POST /chat, %s (median of 20)", f.name),
+			fmt.Sprintf("%s (+%s)", fmtDur(m), fmtDur(m-base)), "", nil)
+	}
+
+	// Addressed questions in the note-to-self conversation: 👀 is on the message when
+	// the POST returns; the answer arrives some time after the agent finished.
+	nts := nc.noteToSelf(t, "alice")
+	nc.enableBot(t, "alice", nts)
+	var toEyes, toAnswer, beyondAgent []time.Duration
+	for i := 0; i < 5; i++ {
+		marker := fmt.Sprintf("[fig-%d]", i)
+		e.script(marker, fakeapi.Reply("Figure answer "+marker))
+		start := time.Now()
+		id, took := nc.post(t, "alice", nts, "Quick question "+marker)
+		// The listener adds 👀 inside the sender's request: it is there when POST returns.
+		if !botReacted(nc.reactions(t, "alice", nts, id), "👀") {
+			t.Errorf("no 👀 on %s when its POST returned", marker)
+		}
+		toEyes = append(toEyes, took)
+		for {
+			if _, ok := replyTo(nc.messages(t, "alice", nts), id); ok {
+				break
+			}
+			if time.Since(start) > 2*time.Minute {
+				t.Fatalf("no answer to %s\n%s", marker, tail(e.sc.logs(), 40))
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		total := time.Since(start)
+		agent := e.agentTime(t, marker)
+		toAnswer = append(toAnswer, total)
+		beyondAgent = append(beyondAgent, total-agent)
+	}
+	e.bench.add("event → 👀 (on the message when its POST returns; median of 5)", fmtDur(median(toEyes)), "", nil)
+	e.bench.add("event → delivered answer (median of 5)", fmtDur(median(toAnswer)), "", nil)
+	extra := median(beyondAgent)
+	e.bench.add("event → answer minus the agent's own run (median of 5)", fmtDur(extra), "≤ 500 ms", boolp(extra <= 500*time.Millisecond))
+}
+
+var agentMS = regexp.MustCompile(`msg="task completed".*\btask_id=(\d+)\b.*\bagent_ms=(\d+)`)
+
+// agentTime is how long the agent itself ran for the task whose prompt carries marker,
+// from the sidecar's log line that ends the task.
+func (e *env) agentTime(t *testing.T, marker string) time.Duration {
+	t.Helper()
+	db := e.sc.db()
+	defer db.Close()
+	var id int64
+	if err := db.QueryRow(`SELECT id FROM tasks WHERE instr(prompt, ?) > 0 ORDER BY id DESC LIMIT 1`, marker).Scan(&id); err != nil {
+		t.Fatalf("task of %s: %v", marker, err)
+	}
+	var ms int64 = -1
+	waitUntil(t, "the task's completion in the log", time.Minute, func() bool {
+		for _, m := range agentMS.FindAllStringSubmatch(e.sc.logs(), -1) {
+			if m[1] == strconv.FormatInt(id, 10) {
+				ms, _ = strconv.ParseInt(m[2], 10, 64)
+				return true
+			}
+		}
+		return false
+	}, e.sc.logs)
+	return time.Duration(ms) * time.Millisecond
+}
