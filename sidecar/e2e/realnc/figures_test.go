@@ -55,7 +55,7 @@ func testFigures(t *testing.T, e *env) {
 	// the POST returns; the answer arrives some time after the agent finished.
 	nts := nc.noteToSelf(t, "alice")
 	nc.enableBot(t, "alice", nts)
-	var toEyes, toAnswer, beyondAgent []time.Duration
+	var toEyes, toAnswer, beyondAgent, pulls, agents, pushes []time.Duration
 	for i := 0; i < 5; i++ {
 		marker := fmt.Sprintf("[fig-%d]", i)
 		e.script(marker, fakeapi.Reply("Figure answer "+marker))
@@ -76,21 +76,27 @@ func testFigures(t *testing.T, e *env) {
 			time.Sleep(50 * time.Millisecond)
 		}
 		total := time.Since(start)
-		agent := e.agentTime(t, marker)
+		ph := e.taskPhases(t, marker)
 		toAnswer = append(toAnswer, total)
-		beyondAgent = append(beyondAgent, total-agent)
+		beyondAgent = append(beyondAgent, total-ph.agent)
+		pulls, agents, pushes = append(pulls, ph.pull), append(agents, ph.agent), append(pushes, ph.push)
 	}
 	e.bench.add("event → 👀 (on the message when its POST returns; median of 5)", fmtDur(median(toEyes)), "", nil)
 	e.bench.add("event → delivered answer (median of 5)", fmtDur(median(toAnswer)), "", nil)
+	e.bench.add("  of which: pull before the run (median)", fmtDur(median(pulls)), "", nil)
+	e.bench.add("  of which: the agent's own run (median)", fmtDur(median(agents)), "", nil)
+	e.bench.add("  push after the run (median)", fmtDur(median(pushes)), "", nil)
 	extra := median(beyondAgent)
 	e.bench.add("event → answer minus the agent's own run (median of 5)", fmtDur(extra), "≤ 500 ms", boolp(extra <= 500*time.Millisecond))
 }
 
-var agentMS = regexp.MustCompile(`msg="task completed".*\btask_id=(\d+)\b.*\bagent_ms=(\d+)`)
+var phaseLine = regexp.MustCompile(`msg="task completed".*\btask_id=(\d+)\b.*\bpull_ms=(\d+) agent_ms=(\d+) push_ms=(\d+)`)
 
-// agentTime is how long the agent itself ran for the task whose prompt carries marker,
-// from the sidecar's log line that ends the task.
-func (e *env) agentTime(t *testing.T, marker string) time.Duration {
+// phaseTimes is where a task's time went, from the sidecar's log line that ends it.
+type phaseTimes struct{ pull, agent, push time.Duration }
+
+// taskPhases reads the phases of the task whose prompt carries marker.
+func (e *env) taskPhases(t *testing.T, marker string) phaseTimes {
 	t.Helper()
 	db := e.sc.db()
 	defer db.Close()
@@ -98,15 +104,19 @@ func (e *env) agentTime(t *testing.T, marker string) time.Duration {
 	if err := db.QueryRow(`SELECT id FROM tasks WHERE instr(prompt, ?) > 0 ORDER BY id DESC LIMIT 1`, marker).Scan(&id); err != nil {
 		t.Fatalf("task of %s: %v", marker, err)
 	}
-	var ms int64 = -1
+	var ph phaseTimes
+	ms := func(s string) time.Duration {
+		n, _ := strconv.ParseInt(s, 10, 64)
+		return time.Duration(n) * time.Millisecond
+	}
 	waitUntil(t, "the task's completion in the log", time.Minute, func() bool {
-		for _, m := range agentMS.FindAllStringSubmatch(e.sc.logs(), -1) {
+		for _, m := range phaseLine.FindAllStringSubmatch(e.sc.logs(), -1) {
 			if m[1] == strconv.FormatInt(id, 10) {
-				ms, _ = strconv.ParseInt(m[2], 10, 64)
+				ph = phaseTimes{ms(m[2]), ms(m[3]), ms(m[4])}
 				return true
 			}
 		}
 		return false
 	}, e.sc.logs)
-	return time.Duration(ms) * time.Millisecond
+	return ph
 }
