@@ -2,7 +2,8 @@
  * SPDX-FileCopyrightText: 2026 Istota contributors
  * SPDX-License-Identifier: AGPL-3.0-or-later
  *
- * Formatting for people: times in the browser's locale, durations, token counts, cost.
+ * Formatting for people: times in the browser's locale, durations, token counts, cost,
+ * and where a task is in its attempts.
  */
 import { getCanonicalLocale, n, t } from '@nextcloud/l10n'
 
@@ -87,4 +88,38 @@ export function formatTokens(input, output) {
  */
 export function formatCost(usd) {
 	return new Intl.NumberFormat(getCanonicalLocale(), { style: 'currency', currency: 'USD', maximumFractionDigits: 4 }).format(Number(usd) || 0)
+}
+
+/**
+ * formatRetry says when a task that failed an attempt runs again, and as which attempt;
+ * "" for a task that is not waiting to retry.
+ *
+ * @param {object} task a task of the status API (retry_at, attempts, max_attempts)
+ * @param {string} [timeZone] an IANA zone; the browser's when empty
+ * @return {string}
+ */
+export function formatRetry(task, timeZone) {
+	if (!task || !task.retry_at) {
+		return ''
+	}
+	return t('istota', 'Waiting to retry at {time}, attempt {attempt} of {max}', {
+		time: formatTime(task.retry_at, timeZone),
+		attempt: (Number(task.attempts) || 0) + 1,
+		max: Number(task.max_attempts) || 0,
+	})
+}
+
+/**
+ * formatAttempt names the attempt a running task is making when it is a retry; "" for
+ * a first attempt.
+ *
+ * @param {object} task a task of the status API (attempts, max_attempts)
+ * @return {string}
+ */
+export function formatAttempt(task) {
+	const attempt = Number(task?.attempts) || 0
+	if (attempt < 2) {
+		return ''
+	}
+	return t('istota', 'Attempt {attempt} of {max}', { attempt, max: Number(task.max_attempts) || 0 })
 }

@@ -3,7 +3,7 @@
  * SPDX-License-Identifier: AGPL-3.0-or-later
  */
 import { describe, expect, it } from 'vitest'
-import { formatCost, formatDuration, formatTime, formatTokens } from '../../src/util/format.js'
+import { formatAttempt, formatCost, formatDuration, formatRetry, formatTime, formatTokens } from '../../src/util/format.js'
 
 describe('formatDuration', () => {
 	const cases = [
@@ -43,5 +43,24 @@ describe('formatTime', () => {
 		const berlin = formatTime('2026-11-27T16:00:00Z', 'Europe/Berlin')
 		expect(berlin).toContain('5:00')
 		expect(formatTime('2026-11-27T16:00:00Z', 'Mars/Olympus')).not.toBe('–')
+	})
+})
+
+describe('formatRetry and formatAttempt', () => {
+	it('names the next attempt and its time in the given zone while a task waits', () => {
+		const waiting = { status: 'pending', attempts: 1, max_attempts: 4, retry_at: '2026-11-24T15:30:00Z' }
+		const got = formatRetry(waiting, 'Europe/Berlin')
+		expect(got).toContain('attempt 2 of 4')
+		expect(got).toContain('4:30')
+		expect(got).toMatch(/^Waiting to retry at /)
+	})
+	it('says nothing of a task that is not waiting to retry', () => {
+		expect(formatRetry({ status: 'pending', attempts: 0, max_attempts: 4, retry_at: '' })).toBe('')
+		expect(formatRetry(null)).toBe('')
+	})
+	it('names a running retry, not a first attempt', () => {
+		expect(formatAttempt({ status: 'running', attempts: 2, max_attempts: 4 })).toBe('Attempt 2 of 4')
+		expect(formatAttempt({ status: 'running', attempts: 1, max_attempts: 4 })).toBe('')
+		expect(formatAttempt(null)).toBe('')
 	})
 })

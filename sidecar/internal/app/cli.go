@@ -199,7 +199,10 @@ func cmdShow(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if !t.FinishedAt.IsZero() {
 		fmt.Fprintf(stdout, "Finished:  %s (%s)\n", t.FinishedAt.Local().Format(time.DateTime), t.FinishedAt.Sub(t.StartedAt).Round(time.Millisecond))
 	}
-	fmt.Fprintf(stdout, "Attempts:  %d of %d\n", t.Attempts, t.MaxAttempts)
+	fmt.Fprintf(stdout, "Attempts:  %s\n", attemptsLine(t))
+	if t.WaitingToRetry() {
+		fmt.Fprintf(stdout, "Next try:  %s (attempt %d of %d)\n", t.NextAttemptAt.Local().Format(time.DateTime), t.Attempts+1, t.MaxAttempts)
+	}
 	if t.InputTokens+t.OutputTokens > 0 {
 		fmt.Fprintf(stdout, "Tokens:    %d in, %d out, $%.4f\n", t.InputTokens, t.OutputTokens, t.CostUSD)
 	}
@@ -221,6 +224,20 @@ func cmdShow(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		fmt.Fprintf(stdout, "\nError:\n%s\n", indent(t.Error))
 	}
 	return nil
+}
+
+// attemptsLine counts the runs of t against its limit and says how many failed, and
+// how many of those because the model API was unavailable.
+func attemptsLine(t queue.Task) string {
+	line := fmt.Sprintf("%d of %d", t.Runs(), t.MaxAttempts)
+	switch {
+	case t.Attempts == 0:
+	case t.TransientFailures > 0:
+		line += fmt.Sprintf(" (%d failed, %d of them with the model API unavailable)", t.Attempts, t.TransientFailures)
+	default:
+		line += fmt.Sprintf(" (%d failed)", t.Attempts)
+	}
+	return line
 }
 
 func oneLine(s string, n int) string {

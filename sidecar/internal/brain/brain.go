@@ -84,8 +84,9 @@ type Result struct {
 	Text string
 	// OK is true when the agent finished the turn without error.
 	OK bool
-	// Transient marks failures worth retrying without counting an attempt: the model API
-	// was rate limited (429), overloaded (529) or failing (5xx).
+	// Transient marks failures of the model API rather than of the task: it was rate
+	// limited (429), overloaded (529) or failing (5xx). The queue retries them like any
+	// failed attempt, and the user of a Talk request is told once that it waits.
 	Transient bool
 	// APIStatus is the HTTP status of the failed API call, 0 when none failed.
 	APIStatus int

@@ -438,12 +438,15 @@ func (e *Executor) indexConversation(ctx context.Context, t queue.Task, answer s
 func (e *Executor) fail(t queue.Task, res brain.Result, runErr error, log *slog.Logger) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	reason, userReason := failureReason(res, runErr)
+	reason, userReason := failureReason(t, res, runErr)
 	notice := func(tx *sql.Tx, final bool) error {
-		if !final {
-			return nil
+		switch {
+		case final:
+			return e.notifyFailure(ctx, tx, t, userReason)
+		case res.Transient:
+			return e.notifyRetry(ctx, tx, t)
 		}
-		return e.notifyFailure(ctx, tx, t, userReason)
+		return nil
 	}
 	var (
 		retryAt time.Time
@@ -508,8 +511,51 @@ func (e *Executor) notifyFailure(ctx context.Context, tx *sql.Tx, t queue.Task, 
 	})
 }
 
-// failureReason gives the reason kept with the task and the shorter one told the user.
-func failureReason(res brain.Result, runErr error) (internal, user string) {
+// notifyRetry tells the user that their request is held back because the model API is
+// unavailable, when it runs again and as which attempt. It runs inside the transaction
+// that schedules the retry, so the notice exists if and only if the retry does, and only
+// the failure that makes TransientFailures 1 sends it: a task that keeps failing is
+// announced once, not at every retry (its final failure has its own message). The
+// outbox key makes a repeated call a no-op as well.
+//
+// Only Talk requests get it: there a person has just asked and otherwise sees 👀 and
+// nothing more. A mailed request is answered (or its failure told) by mail later, and a
+// "not yet" mail would only add noise to the thread; scheduled work (CRON.md, TASKS.md,
+// briefings) has nobody waiting, and reports its final outcome where it always does.
+func (e *Executor) notifyRetry(ctx context.Context, tx *sql.Tx, t queue.Task) error {
+	if t.Source != queue.SourceTalk || t.ConversationToken == "" {
+		return nil
+	}
+	cur, err := e.queue.GetTx(ctx, tx, t.ID)
+	if err != nil {
+		return err
+	}
+	if cur.TransientFailures != 1 || !cur.WaitingToRetry() {
+		return nil
+	}
+	u, err := e.loadUser(ctx, t.UserID)
+	if err != nil {
+		return err
+	}
+	loc, err := time.LoadLocation(u.Timezone)
+	if err != nil {
+		loc = time.UTC
+	}
+	return e.outbox.EnqueueTx(ctx, tx, outbox.Message{
+		Token: t.ConversationToken, ReplyTo: t.ReplyToMessageID, TaskID: t.ID, Kind: outbox.KindNotice,
+		Text: fmt.Sprintf("The model service is not answering; I'll try again at %s, attempt %d of %d.",
+			queue.RetryClock(cur.NextAttemptAt, e.opts.Clock(), loc), cur.Attempts+1, cur.MaxAttempts),
+		Key: fmt.Sprintf("task:%d:retry-notice", t.ID),
+	})
+}
+
+// adminChecks is what the failure message of a model API failure asks an administrator
+// to look at.
+const adminChecks = "An administrator can check that the model API is reachable from the Istota server and that its API key is valid, and run `istota doctor`."
+
+// failureReason gives the reason kept with the task and the shorter one told the user
+// when this failure of t is its last.
+func failureReason(t queue.Task, res brain.Result, runErr error) (internal, user string) {
 	switch {
 	case errors.Is(runErr, context.DeadlineExceeded):
 		return runErr.Error(), "it took longer than the time limit."
@@ -521,8 +567,23 @@ func failureReason(res brain.Result, runErr error) (internal, user string) {
 		return runErr.Error(), be.msg
 	case runErr != nil:
 		return runErr.Error(), "the agent stopped unexpectedly. The administrator can find details in the sidecar log."
+	case res.Transient:
+		internal, status := "model API unavailable: "+strings.TrimSpace(res.Text), ""
+		if res.APIStatus != 0 {
+			internal = fmt.Sprintf("model API error %d (%s): %s", res.APIStatus, res.TerminalReason, res.Text)
+			status = fmt.Sprintf(" (error %d)", res.APIStatus)
+		}
+		tries := "1 attempt"
+		if n := t.Attempts + 1; n > 1 {
+			tries = fmt.Sprintf("%d attempts", n)
+		}
+		return internal, fmt.Sprintf("the model service is not answering%s; I gave up after %s. %s", status, tries, adminChecks)
+	case res.APIStatus == 401 || res.APIStatus == 403:
+		return fmt.Sprintf("model API error %d (%s): %s", res.APIStatus, res.TerminalReason, res.Text),
+			fmt.Sprintf("the model API refused the server's API key (error %d). An administrator can check the key in the Istota admin settings and run `istota doctor`.", res.APIStatus)
 	case res.APIStatus != 0:
-		return fmt.Sprintf("model API error %d (%s): %s", res.APIStatus, res.TerminalReason, res.Text), fmt.Sprintf("the model API answered with error %d.", res.APIStatus)
+		return fmt.Sprintf("model API error %d (%s): %s", res.APIStatus, res.TerminalReason, res.Text),
+			fmt.Sprintf("the model API answered with error %d. %s", res.APIStatus, adminChecks)
 	case res.Subtype != "" && res.Subtype != "success":
 		return "agent stopped: " + res.Subtype, "the agent stopped (" + strings.TrimPrefix(res.Subtype, "error_") + ")."
 	default:

@@ -183,17 +183,102 @@ func TestCompletedTaskQueuesReplyAndLogsIt(t *testing.T) {
 	}
 }
 
-func TestTransientFailureRetriesWithoutCountingAnAttempt(t *testing.T) {
-	b := &scriptedBrain{result: brain.Result{OK: false, Transient: true, APIStatus: 529, Text: "API Error: 529 Overloaded"}}
-	e := newEnv(t, b, nil)
-	tk := e.talkTask(t, "hi")
-	e.ex.Handle(context.Background(), tk)
-	got, _ := e.q.Get(context.Background(), tk.ID)
-	if got.Status != queue.Pending || got.Attempts != 0 || got.TransientRetries != 1 || !strings.Contains(got.Error, "529") {
-		t.Fatalf("task = %+v", got)
+// runAgain makes the waiting task due, claims it and runs it, as the worker pool would
+// once the backoff has passed.
+func (e *env) runAgain(t *testing.T, id int64) {
+	t.Helper()
+	ctx := context.Background()
+	e.clock.Advance(time.Hour)
+	next, err := e.q.Claim(ctx, "w1", false)
+	if err != nil || next.ID != id {
+		t.Fatalf("claim of the retry: %+v %v", next, err)
 	}
-	if rows := e.outbox(t); len(rows) != 0 {
-		t.Fatalf("the user was told about a transient failure: %+v", rows)
+	e.ex.Handle(ctx, next)
+}
+
+// A Talk request held back by the model API: one notice, at the first such failure, in
+// the user's zone with the next attempt's number; no more at later retries; the final
+// failure names what an administrator can check.
+func TestTransientFailureTellsTheUserOnce(t *testing.T) {
+	unavailable := brain.Result{OK: false, Transient: true, APIStatus: 529, Text: "API Error: 529 Overloaded"}
+	for _, tc := range []struct {
+		name       string
+		first      brain.Result // the first run's outcome; later runs are unavailable
+		wantNotice string       // after the first transient failure
+	}{
+		{"unavailable from the start", unavailable,
+			"The model service is not answering; I'll try again at 11:01, attempt 2 of 4."},
+		{"after an agent error", brain.Result{OK: false, Subtype: "error_during_execution"},
+			"The model service is not answering; I'll try again at 12:04, attempt 3 of 4."},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := &scriptedBrain{result: tc.first}
+			e := newEnv(t, b, nil)
+			ctx := context.Background()
+			if _, err := e.db.Write.Exec(`INSERT INTO users (id, timezone, updated_at) VALUES ('alice', 'Europe/Berlin', '')`); err != nil {
+				t.Fatal(err)
+			}
+			tk := e.talkTask(t, "hi")
+			e.ex.Handle(ctx, tk)
+			b.result = unavailable
+			if !tc.first.Transient {
+				if rows := e.outbox(t); len(rows) != 0 {
+					t.Fatalf("a non-transient failure was announced: %+v", rows)
+				}
+				e.runAgain(t, tk.ID)
+			}
+			got, _ := e.q.Get(ctx, tk.ID)
+			if !got.WaitingToRetry() || got.TransientFailures != 1 || !strings.Contains(got.Error, "529") {
+				t.Fatalf("task = %+v", got)
+			}
+			rows := e.outbox(t)
+			if len(rows) != 1 || rows[0] != (row{"notice", tc.wantNotice, 5}) {
+				t.Fatalf("outbox = %+v, want the notice %q", rows, tc.wantNotice)
+			}
+			for got.Status == queue.Pending {
+				e.runAgain(t, tk.ID)
+				got, _ = e.q.Get(ctx, tk.ID)
+			}
+			if got.Status != queue.Failed || got.Attempts != 4 || got.Runs() != 4 {
+				t.Fatalf("task = %+v", got)
+			}
+			rows = e.outbox(t)
+			if len(rows) != 2 || rows[1].Kind != "notice" || rows[1].ReplyTo != 5 {
+				t.Fatalf("outbox = %+v, want the one retry notice and the final message", rows)
+			}
+			final := rows[1].Message
+			for _, want := range []string{"error 529", "after 4 attempts", "reachable", "API key", "`istota doctor`"} {
+				if !strings.Contains(final, want) {
+					t.Errorf("final message %q lacks %q", final, want)
+				}
+			}
+			if strings.Contains(final, "Overloaded") {
+				t.Errorf("internal detail reached the user: %q", final)
+			}
+		})
+	}
+}
+
+// Only a Talk request is told that it waits: mail, scheduled work and requests without
+// a conversation retry quietly.
+func TestTransientFailureOfOtherSourcesIsNotAnnounced(t *testing.T) {
+	for _, nt := range []queue.NewTask{
+		{UserID: "alice", Source: queue.SourceCron, Prompt: "digest", ConversationToken: "room0001", Delivery: queue.Delivery{Job: "cron:digest"}},
+		{UserID: "alice", Source: queue.SourceEmail, Prompt: "mail", Delivery: queue.Delivery{Email: &queue.EmailReply{To: "alice@example.com", Subject: "Re: x"}}},
+		{UserID: "alice", Source: queue.SourceCLI, Interactive: true, Prompt: "cli"},
+	} {
+		t.Run(nt.Source, func(t *testing.T) {
+			e := newEnv(t, &scriptedBrain{result: brain.Result{OK: false, Transient: true, APIStatus: 503}}, nil)
+			tk := e.scheduledTask(t, nt)
+			e.ex.Handle(context.Background(), tk)
+			got, _ := e.q.Get(context.Background(), tk.ID)
+			if !got.WaitingToRetry() || got.TransientFailures != 1 {
+				t.Fatalf("task = %+v", got)
+			}
+			if rows := e.outbox(t); len(rows) != 0 {
+				t.Fatalf("outbox = %+v, want nothing", rows)
+			}
+		})
 	}
 }
 

@@ -42,7 +42,7 @@ func (in *Intake) runCommand(ctx context.Context, tx *sql.Tx, name, args string,
 	case "help":
 		return in.helpText(), nil, nil
 	case "status":
-		text, err := in.statusText(ctx, tx, s.UID)
+		text, err := in.statusText(ctx, tx, s)
 		return text, nil, err
 	case "stop":
 		return in.stop(ctx, tx, s.UID)
@@ -83,28 +83,48 @@ func (in *Intake) helpText() string {
 	}, "\n")
 }
 
-func (in *Intake) statusText(ctx context.Context, tx *sql.Tx, uid string) (string, error) {
-	rows, err := tx.QueryContext(ctx, `SELECT id, status, prompt, created_at, started_at FROM tasks
-		WHERE user_id = ? AND status IN ('pending','locked','running') ORDER BY id`, uid)
+func (in *Intake) statusText(ctx context.Context, tx *sql.Tx, s Sender) (string, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT id, status, prompt, started_at, attempts, max_attempts, next_attempt_at
+		FROM tasks WHERE user_id = ? AND status IN ('pending','locked','running') ORDER BY id`, s.UID)
 	if err != nil {
 		return "", fmt.Errorf("status: %w", err)
 	}
 	defer rows.Close()
+	loc, err := time.LoadLocation(s.Timezone)
+	if err != nil || s.Timezone == "" {
+		loc = time.UTC
+	}
 	var running, queued []string
 	now := in.opts.Clock()
 	for rows.Next() {
-		var id int64
-		var status, prompt, created, started string
-		if err := rows.Scan(&id, &status, &prompt, &created, &started); err != nil {
+		var (
+			t                     queue.Task
+			status, started, next string
+		)
+		if err := rows.Scan(&t.ID, &status, &t.Prompt, &started, &t.Attempts, &t.MaxAttempts, &next); err != nil {
 			return "", fmt.Errorf("status: %w", err)
 		}
-		line := fmt.Sprintf("#%d %s", id, excerpt(prompt, 60))
-		if status == "running" || status == "locked" {
-			if t, err := store.ParseTime(started); err == nil && !t.IsZero() {
-				line += fmt.Sprintf(" (running for %s)", now.Sub(t).Round(time.Second))
+		t.Status = queue.Status(status)
+		line := fmt.Sprintf("#%d %s", t.ID, excerpt(t.Prompt, 60))
+		switch {
+		case t.Status == queue.Running || t.Status == queue.Locked:
+			var notes []string
+			if at, err := store.ParseTime(started); err == nil && !at.IsZero() {
+				notes = append(notes, fmt.Sprintf("running for %s", now.Sub(at).Round(time.Second)))
+			}
+			if t.Attempts > 0 {
+				notes = append(notes, fmt.Sprintf("attempt %d of %d", t.Runs(), t.MaxAttempts))
+			}
+			if len(notes) > 0 {
+				line += " (" + strings.Join(notes, ", ") + ")"
 			}
 			running = append(running, line)
-		} else {
+		case t.WaitingToRetry():
+			if at, err := store.ParseTime(next); err == nil {
+				line += fmt.Sprintf(" (waiting to retry at %s, attempt %d of %d)", queue.RetryClock(at, now, loc), t.Attempts+1, t.MaxAttempts)
+			}
+			queued = append(queued, line)
+		default:
 			queued = append(queued, line)
 		}
 	}

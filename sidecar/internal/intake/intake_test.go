@@ -24,6 +24,8 @@ type fixture struct {
 	q      *queue.Queue
 	in     *Intake
 	cancel *recordingCanceller
+	// now is the intake's and the queue's clock; tests run on one goroutine.
+	now time.Time
 }
 
 type recordingCanceller struct {
@@ -51,12 +53,13 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	q := queue.New(db, queue.Options{})
+	f := &fixture{t: t, db: db, now: time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)}
+	clock := func() time.Time { return f.now }
+	f.q = queue.New(db, queue.Options{Clock: clock})
 	ob := outbox.New(db, nopSender{}, outbox.Options{})
-	rc := &recordingCanceller{}
-	in := New(db, q, ob, Options{BotName: "Istota", Canceller: rc,
-		Clock: func() time.Time { return time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC) }})
-	return &fixture{t: t, db: db, q: q, in: in, cancel: rc}
+	f.cancel = &recordingCanceller{}
+	f.in = New(db, f.q, ob, Options{BotName: "Istota", Canceller: f.cancel, Clock: clock})
+	return f
 }
 
 // event builds a BotInvokeEvent message as the app forwards it (reference §12).
@@ -263,6 +266,53 @@ func TestStopCancelsRunningAndQueued(t *testing.T) {
 	}
 	if err := f.q.Complete(ctx, first.TaskID, "w1", queue.Outcome{Result: "late"}, nil); !errors.Is(err, queue.ErrCancelled) {
 		t.Errorf("a stopped task completed: %v", err)
+	}
+}
+
+// !status tells a task that waits to run again after a failed attempt from one that is
+// new, with the retry time in the user's zone and the attempt it will be, and counts the
+// attempt of a running retry.
+func TestStatusShowsRetries(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	q := f.q // its clock says 10:00 UTC, 11:00 in Berlin
+	conv := private("priv0003")
+	first := f.handle(Payload{Event: event("Create", "priv0003", 1, "alice", "held back", 0), Sender: sender("alice"), Conversation: conv})
+	second := f.handle(Payload{Event: event("Create", "priv0003", 2, "alice", "fresh one", 0), Sender: sender("alice"), Conversation: conv})
+	run := func(want int64) {
+		t.Helper()
+		claimed, err := q.Claim(ctx, "w1", false)
+		if err != nil || claimed.ID != want {
+			t.Fatalf("claim: %+v %v, want task %d", claimed, err, want)
+		}
+		if err := q.Start(ctx, claimed.ID, "w1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	status := func(id int64) string {
+		t.Helper()
+		f.handle(Payload{Event: event("Create", "priv0003", id, "alice", "!status", 0), Sender: sender("alice"), Conversation: conv})
+		texts := f.outboxTexts()
+		return texts[len(texts)-1]
+	}
+	run(first.TaskID)
+	if _, _, err := q.Fail(ctx, first.TaskID, "w1", "model API error 529 (api_error): Overloaded", true, nil); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("Queued (2):\n- #%d held back (waiting to retry at 11:01, attempt 2 of 4)\n- #%d fresh one", first.TaskID, second.TaskID)
+	if got := status(3); got != want {
+		t.Errorf("!status while waiting =\n%s\nwant\n%s", got, want)
+	}
+	run(second.TaskID)
+	if err := q.Complete(ctx, second.TaskID, "w1", queue.Outcome{Result: "done"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	f.now = f.now.Add(time.Minute)
+	run(first.TaskID)
+	f.now = f.now.Add(5 * time.Second)
+	want = fmt.Sprintf("Running:\n- #%d held back (running for 5s, attempt 2 of 4)", first.TaskID)
+	if got := status(4); got != want {
+		t.Errorf("!status of the running retry =\n%s\nwant\n%s", got, want)
 	}
 }
 

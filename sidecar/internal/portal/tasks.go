@@ -31,6 +31,13 @@ type Task struct {
 	CostUSD           float64 `json:"cost_usd"`
 	Error             string  `json:"error"`
 	Result            string  `json:"result"`
+	// Attempts counts the runs so far (failed ones, plus the one under way or the one
+	// that succeeded), of at most MaxAttempts.
+	Attempts    int `json:"attempts"`
+	MaxAttempts int `json:"max_attempts"`
+	// RetryAt is set while the task waits to run again after a failed attempt: it then
+	// runs at that time as attempt Attempts+1.
+	RetryAt string `json:"retry_at"`
 }
 
 // Lengths at which the prompt and the result are cut.
@@ -45,7 +52,10 @@ func TaskView(t queue.Task) Task {
 		ID: t.ID, Source: t.Source, Status: string(t.Status), Prompt: cut(t.Prompt, promptChars),
 		ConversationToken: t.ConversationToken, CreatedAt: rfc3339(t.CreatedAt), StartedAt: rfc3339(t.StartedAt),
 		FinishedAt: rfc3339(t.FinishedAt), InputTokens: t.InputTokens, OutputTokens: t.OutputTokens, CostUSD: t.CostUSD,
-		Error: UserError(t),
+		Error: UserError(t), Attempts: t.Runs(), MaxAttempts: t.MaxAttempts,
+	}
+	if t.WaitingToRetry() {
+		v.RetryAt = rfc3339(t.NextAttemptAt)
 	}
 	if t.Status == queue.Completed {
 		v.Result = cut(t.Result, resultChars)
@@ -58,22 +68,43 @@ func TaskView(t queue.Task) Task {
 
 var apiStatus = regexp.MustCompile(`^model API error (\d{3})\b`)
 
-// UserError is the reason for a failed or cancelled task that the user may see. The
-// stored reason is internal (paths, stderr, API bodies): only its kind is told.
+// modelUnavailable reports whether a stored failure reason is the model service's
+// (rate limited, overloaded, failing: what the executor stores for a transient
+// failure), rather than the task's.
+func modelUnavailable(reason string) bool {
+	if strings.HasPrefix(reason, "model API unavailable") {
+		return true
+	}
+	m := apiStatus.FindStringSubmatch(reason)
+	return m != nil && (m[1] == "429" || m[1] == "408" || m[1][0] == '5')
+}
+
+// UserError is the reason for a failed or cancelled task that the user may see, or why
+// a waiting task runs again. The stored reason is internal (paths, stderr, API bodies):
+// only its kind is told.
 func UserError(t queue.Task) string {
 	switch t.Status {
 	case queue.Cancelled:
 		return "stopped"
 	case queue.Failed:
 	default:
-		if t.Error != "" && t.Status == queue.Pending && t.Attempts > 0 {
+		switch {
+		case !t.WaitingToRetry() || t.Error == "":
+			return ""
+		case modelUnavailable(t.Error):
+			return "the model service is not answering; it will be retried"
+		default:
 			return "the last attempt failed; it will be retried"
 		}
-		return ""
 	}
 	switch e := t.Error; {
 	case strings.Contains(e, "deadline exceeded"):
 		return "it took longer than the time limit"
+	case modelUnavailable(e):
+		if m := apiStatus.FindStringSubmatch(e); m != nil {
+			return "the model service was not answering (error " + m[1] + ")"
+		}
+		return "the model service was not answering"
 	case apiStatus.MatchString(e):
 		return "the model API answered with error " + apiStatus.FindStringSubmatch(e)[1]
 	case strings.Contains(e, "interrupted"):

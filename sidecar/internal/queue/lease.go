@@ -192,15 +192,19 @@ func (q *Queue) Complete(ctx context.Context, id int64, owner string, out Outcom
 	})
 }
 
-// Fail records a failed run of a locked or running task held by owner.
+// Fail records a failed run of a locked or running task held by owner. Every failed run
+// counts an attempt: the task goes back to pending after the backoff (1, 4, 16 min by
+// default) or, once MaxAttempts runs have failed, fails for good (final). transient marks
+// a run whose model API was unavailable (429, 5xx, 529); it is counted like any other,
+// so that "attempt N of M" means what it says and an API that stays down ends the task
+// with a clear message, and it is also added to TransientFailures so the caller can tell
+// the user once that the task is held back. (The agent's own retries of a failed API
+// call inside one run are not attempts.)
 //
-// A non-transient failure counts an attempt: the task goes back to pending after the
-// backoff (1, 4, 16 min by default) or, once MaxAttempts runs have failed, fails for good
-// (final). A transient failure (API 429, 5xx, 529) retries after the backoff without
-// counting an attempt, up to MaxTransientRetries times; after that it counts like any
-// other failure. within (may be nil) runs in the same transaction, told whether the
-// failure is final, e.g. to queue the failure notice. retryAt is zero when final.
-// Like Complete, it refuses with ErrLeaseLost / ErrCancelled and then within does not run.
+// within (may be nil) runs in the same transaction, told whether the failure is final,
+// e.g. to queue a notice; GetTx inside it reads the task as this failure left it.
+// retryAt is zero when final. Like Complete, it refuses with ErrLeaseLost / ErrCancelled
+// and then within does not run.
 func (q *Queue) Fail(ctx context.Context, id int64, owner, reason string, transient bool,
 	within func(tx *sql.Tx, final bool) error) (retryAt time.Time, final bool, err error) {
 	return q.fail(ctx, id, owner, reason, transient, false, within)
@@ -222,37 +226,34 @@ func (q *Queue) fail(ctx context.Context, id int64, owner, reason string, transi
 	now := q.now()
 	err = q.withTx(ctx, "fail", func(tx *sql.Tx) error {
 		var (
-			status, leaseOwner                    string
-			attempts, maxAttempts, transientTries int
+			status, leaseOwner    string
+			attempts, maxAttempts int
 		)
 		err := tx.QueryRowContext(ctx, `
-			SELECT status, lease_owner, attempts, max_attempts, transient_retries FROM tasks WHERE id = ?`, id,
-		).Scan(&status, &leaseOwner, &attempts, &maxAttempts, &transientTries)
+			SELECT status, lease_owner, attempts, max_attempts FROM tasks WHERE id = ?`, id,
+		).Scan(&status, &leaseOwner, &attempts, &maxAttempts)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("queue: fail task %d: %w", id, err)
 		}
 		if err != nil || leaseOwner != owner || (Status(status) != Locked && Status(status) != Running) {
 			return leaseError(ctx, tx, "fail", id)
 		}
-		switch {
-		case transient && !permanent && transientTries < q.opts.MaxTransientRetries:
-			retryAt = now.Add(q.backoff(transientTries))
-			_, err = tx.ExecContext(ctx, `
-				UPDATE tasks SET status = 'pending', transient_retries = transient_retries + 1, error = ?,
-					next_attempt_at = ?, lease_owner = '', lease_until = ''
-				WHERE id = ?`, reason, store.FormatTime(retryAt), id)
-		case permanent || attempts+1 >= maxAttempts:
+		unavailable := 0
+		if transient && !permanent {
+			unavailable = 1
+		}
+		if permanent || attempts+1 >= maxAttempts {
 			final = true
 			_, err = tx.ExecContext(ctx, `
-				UPDATE tasks SET status = 'failed', attempts = attempts + 1, error = ?,
-					finished_at = ?, lease_until = ''
-				WHERE id = ?`, reason, store.FormatTime(now), id)
-		default:
+				UPDATE tasks SET status = 'failed', attempts = attempts + 1, transient_retries = transient_retries + ?,
+					error = ?, finished_at = ?, lease_until = ''
+				WHERE id = ?`, unavailable, reason, store.FormatTime(now), id)
+		} else {
 			retryAt = now.Add(q.backoff(attempts))
 			_, err = tx.ExecContext(ctx, `
-				UPDATE tasks SET status = 'pending', attempts = attempts + 1, error = ?,
-					next_attempt_at = ?, lease_owner = '', lease_until = ''
-				WHERE id = ?`, reason, store.FormatTime(retryAt), id)
+				UPDATE tasks SET status = 'pending', attempts = attempts + 1, transient_retries = transient_retries + ?,
+					error = ?, next_attempt_at = ?, lease_owner = '', lease_until = ''
+				WHERE id = ?`, unavailable, reason, store.FormatTime(retryAt), id)
 		}
 		if err != nil {
 			return fmt.Errorf("queue: fail task %d: %w", id, err)

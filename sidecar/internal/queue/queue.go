@@ -102,9 +102,12 @@ type Task struct {
 	ConversationToken string
 	ReplyToMessageID  int64
 	DedupeKey         string // empty when the task has none
-	Attempts          int    // failed runs so far; transient failures are not counted
+	Attempts          int    // failed runs so far, whatever made them fail
 	MaxAttempts       int
-	TransientRetries  int
+	// TransientFailures counts the failed runs whose model API was unavailable (429,
+	// 5xx, 529): the user is told about the first one, and not again. (The column is
+	// still called transient_retries, from when such runs were not counted as attempts.)
+	TransientFailures int
 	NextAttemptAt     time.Time
 	// LeaseOwner is the worker holding the task while locked or running. It is cleared
 	// when the task goes back to pending and kept when it finishes, so on a finished task
@@ -170,12 +173,8 @@ type Options struct {
 	Lease time.Duration
 	// Backoff is the delay before retry n (the last entry repeats); default 1, 4, 16 min.
 	Backoff []time.Duration
-	// MaxAttempts is the default number of counted runs (first try plus retries); default 4.
+	// MaxAttempts is the default number of runs (first try plus retries); default 4.
 	MaxAttempts int
-	// MaxTransientRetries caps retries that do not count as attempts (API 429/5xx/529),
-	// so a task cannot bounce forever; after the cap a transient failure counts as a
-	// normal one. Default 10.
-	MaxTransientRetries int
 	// OnReclaimFailed, if set, runs inside the transaction in which ReclaimExpired or
 	// ReclaimAll gives a task up for good (its last attempt was interrupted), so the caller
 	// can enqueue the failure notice atomically, as Fail's within does. An error rolls that
@@ -185,9 +184,8 @@ type Options struct {
 
 // Default values for Options.
 const (
-	DefaultLease               = 2 * time.Minute
-	DefaultMaxAttempts         = 4
-	DefaultMaxTransientRetries = 10
+	DefaultLease       = 2 * time.Minute
+	DefaultMaxAttempts = 4
 )
 
 // DefaultBackoff is the retry schedule: 1, 4 and 16 minutes.
@@ -217,9 +215,6 @@ func New(db *store.DB, opts Options) *Queue {
 	}
 	if opts.MaxAttempts <= 0 {
 		opts.MaxAttempts = DefaultMaxAttempts
-	}
-	if opts.MaxTransientRetries <= 0 {
-		opts.MaxTransientRetries = DefaultMaxTransientRetries
 	}
 	return &Queue{db: db, opts: opts}
 }
@@ -265,7 +260,7 @@ func scanTask(s scanner) (Task, error) {
 	)
 	err := s.Scan(&t.ID, &t.UserID, &t.Source, &t.Interactive, &status, &t.Prompt,
 		&t.ConversationToken, &t.ReplyToMessageID, &dedupe, &t.Attempts, &t.MaxAttempts,
-		&t.TransientRetries, &nextAttempt, &t.LeaseOwner, &leaseUntil, &t.Result, &t.Error,
+		&t.TransientFailures, &nextAttempt, &t.LeaseOwner, &leaseUntil, &t.Result, &t.Error,
 		&t.InputTokens, &t.OutputTokens, &t.CostUSD, &created, &started, &finishedStr,
 		&emailReply, &t.Command, &t.SilentUnlessAction, &t.Job)
 	if err != nil {
@@ -291,6 +286,36 @@ func scanTask(s scanner) (Task, error) {
 		}
 	}
 	return t, nil
+}
+
+// Runs is how many times the task has been run: its failed attempts, plus the run under
+// way or the one that succeeded (a cancelled task that still names its lease owner was
+// locked or running when it was stopped). It is what "attempt N of MaxAttempts" counts.
+func (t Task) Runs() int {
+	n := t.Attempts
+	switch {
+	case t.Status == Locked, t.Status == Running, t.Status == Completed:
+		n++
+	case t.Status == Cancelled && t.LeaseOwner != "":
+		n++
+	}
+	return n
+}
+
+// WaitingToRetry reports whether the task is pending after a failed run, due again at
+// NextAttemptAt as attempt Attempts+1 of MaxAttempts.
+func (t Task) WaitingToRetry() bool {
+	return t.Status == Pending && t.Attempts > 0
+}
+
+// RetryClock names a retry time for the user whose zone is loc, as the retry notice and
+// !status say it: "16:30" when it falls on today's date there, else "Tue 00:15".
+func RetryClock(at, now time.Time, loc *time.Location) string {
+	at, now = at.In(loc), now.In(loc)
+	if y, m, d := at.Date(); y == now.Year() && m == now.Month() && d == now.Day() {
+		return at.Format("15:04")
+	}
+	return at.Format("Mon 15:04")
 }
 
 func getTask(ctx context.Context, db querier, id int64) (Task, error) {

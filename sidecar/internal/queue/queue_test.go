@@ -337,7 +337,7 @@ func TestFailBackoffSchedule(t *testing.T) {
 			t.Fatalf("run %d: within saw %v, Fail said final=%v", i+1, sawFinal, final)
 		}
 		row := mustGet(t, q, tk.ID)
-		if row.Attempts != i+1 || row.Error != reason || row.TransientRetries != 0 {
+		if row.Attempts != i+1 || row.Error != reason || row.TransientFailures != 0 {
 			t.Fatalf("run %d: row = %+v", i+1, row)
 		}
 		if i == len(wantDelays) {
@@ -358,52 +358,83 @@ func TestFailBackoffSchedule(t *testing.T) {
 	wantNoTask(t, q, false)
 }
 
+// A run whose model API was unavailable counts an attempt like any other failure, on
+// the same schedule, and is tallied in TransientFailures; GetTx inside Fail's callback
+// sees the task as the failure left it (what the retry notice tells the user).
 func TestFailTransient(t *testing.T) {
 	ctx := context.Background()
-	q, clock, _ := newQueue(t, Options{MaxTransientRetries: 2, MaxAttempts: 2})
+	q, clock, _ := newQueue(t, Options{MaxAttempts: 3})
 	tk := mustEnqueue(t, q, task("alice", true))
 
-	run := func() (time.Time, bool) {
-		t.Helper()
-		mustClaim(t, q, "w", false)
-		if err := q.Start(ctx, tk.ID, "w"); err != nil {
-			t.Fatal(err)
-		}
-		retryAt, final, err := q.Fail(ctx, tk.ID, "w", "overloaded (529)", true, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return retryAt, final
-	}
 	steps := []struct {
+		transient                   bool
 		wantAttempts, wantTransient int
 		wantFinal                   bool
 		wantDelay                   time.Duration
 	}{
-		{0, 1, false, time.Minute},
-		{0, 2, false, 4 * time.Minute},
-		// The cap is reached: transient failures now count as attempts, with the
-		// attempt schedule starting over at its first delay.
-		{1, 2, false, time.Minute},
-		{2, 2, true, 0},
+		{true, 1, 1, false, time.Minute},
+		{false, 2, 1, false, 4 * time.Minute},
+		{true, 3, 2, true, 0},
 	}
 	for i, s := range steps {
-		retryAt, final := run()
+		mustClaim(t, q, "w", false)
+		if err := q.Start(ctx, tk.ID, "w"); err != nil {
+			t.Fatal(err)
+		}
+		if got := mustGet(t, q, tk.ID).Runs(); got != i+1 {
+			t.Fatalf("step %d: Runs() of the running task = %d, want %d", i, got, i+1)
+		}
+		var seen Task
+		retryAt, final, err := q.Fail(ctx, tk.ID, "w", "overloaded (529)", s.transient, func(tx *sql.Tx, final bool) error {
+			var err error
+			seen, err = q.GetTx(ctx, tx, tk.ID)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
 		row := mustGet(t, q, tk.ID)
-		if row.Attempts != s.wantAttempts || row.TransientRetries != s.wantTransient || final != s.wantFinal {
+		if row.Attempts != s.wantAttempts || row.TransientFailures != s.wantTransient || final != s.wantFinal {
 			t.Fatalf("step %d: attempts=%d transient=%d final=%v; want %d %d %v",
-				i, row.Attempts, row.TransientRetries, final, s.wantAttempts, s.wantTransient, s.wantFinal)
+				i, row.Attempts, row.TransientFailures, final, s.wantAttempts, s.wantTransient, s.wantFinal)
+		}
+		if seen.Attempts != row.Attempts || seen.TransientFailures != row.TransientFailures || !seen.NextAttemptAt.Equal(row.NextAttemptAt) || seen.Status != row.Status {
+			t.Fatalf("step %d: within saw %+v, the committed row is %+v", i, seen, row)
+		}
+		if row.Runs() != i+1 {
+			t.Fatalf("step %d: Runs() = %d after %d failed runs", i, row.Runs(), i+1)
 		}
 		if final {
-			if row.Status != Failed {
+			if row.Status != Failed || row.WaitingToRetry() {
 				t.Fatalf("step %d: status %s, want failed", i, row.Status)
 			}
 			break
 		}
-		if want := clock.Now().Add(s.wantDelay); !retryAt.Equal(want) {
-			t.Fatalf("step %d: retryAt %v, want %v", i, retryAt, want)
+		want := clock.Now().Add(s.wantDelay)
+		if !retryAt.Equal(want) || !row.NextAttemptAt.Equal(want) || !row.WaitingToRetry() {
+			t.Fatalf("step %d: retryAt %v next %v waiting=%v, want a retry at %v", i, retryAt, row.NextAttemptAt, row.WaitingToRetry(), want)
 		}
 		clock.Advance(s.wantDelay)
+	}
+}
+
+func TestRuns(t *testing.T) {
+	for _, tc := range []struct {
+		t    Task
+		want int
+	}{
+		{Task{Status: Pending}, 0},
+		{Task{Status: Pending, Attempts: 2}, 2},
+		{Task{Status: Locked, Attempts: 1}, 2},
+		{Task{Status: Running}, 1},
+		{Task{Status: Completed, Attempts: 1}, 2},
+		{Task{Status: Failed, Attempts: 4}, 4},
+		{Task{Status: Cancelled, Attempts: 1}, 1},
+		{Task{Status: Cancelled, Attempts: 1, LeaseOwner: "w"}, 2},
+	} {
+		if got := tc.t.Runs(); got != tc.want {
+			t.Errorf("Runs() of %s with %d failed, owner %q = %d, want %d", tc.t.Status, tc.t.Attempts, tc.t.LeaseOwner, got, tc.want)
+		}
 	}
 }
 
@@ -892,5 +923,28 @@ func TestConcurrentClaims(t *testing.T) {
 	}
 	if st.Completed != users*perUser {
 		t.Errorf("Stats = %+v, want all %d completed", st, users*perUser)
+	}
+}
+
+func TestRetryClock(t *testing.T) {
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 11, 24, 15, 20, 0, 0, time.UTC) // 16:20 in Berlin
+	for _, tc := range []struct {
+		at   time.Time
+		loc  *time.Location
+		want string
+	}{
+		{now.Add(10 * time.Minute), berlin, "16:30"},
+		{now.Add(10 * time.Minute), time.UTC, "15:30"},
+		// Past midnight where the user lives, though not in UTC: the day is named.
+		{time.Date(2026, 11, 24, 23, 10, 0, 0, time.UTC), berlin, "Wed 00:10"},
+		{time.Date(2026, 11, 24, 23, 10, 0, 0, time.UTC), time.UTC, "23:10"},
+	} {
+		if got := RetryClock(tc.at, now, tc.loc); got != tc.want {
+			t.Errorf("RetryClock(%v in %s) = %q, want %q", tc.at, tc.loc, got, tc.want)
+		}
 	}
 }

@@ -16,6 +16,12 @@ func (q *Queue) Get(ctx context.Context, id int64) (Task, error) {
 	return getTask(ctx, q.db.Read, id)
 }
 
+// GetTx is Get inside the caller's write transaction: it sees what the transaction
+// changed, e.g. the retry time a Fail just set, from within Fail's callback.
+func (q *Queue) GetTx(ctx context.Context, tx *sql.Tx, id int64) (Task, error) {
+	return getTask(ctx, tx, id)
+}
+
 // Filter selects tasks for List. Zero fields select everything.
 type Filter struct {
 	UserID   string

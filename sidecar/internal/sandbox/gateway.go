@@ -106,11 +106,28 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		writeAPIError(w, http.StatusMethodNotAllowed, "invalid_request_error", "CONNECT is not supported")
 		return
 	}
-	// An upstream may answer before it has read the whole request body (errors do).
-	// By default an HTTP/1 server stops the request body once the response starts,
-	// which would cut the upload still being copied upstream and, with it, the stream.
-	if err := http.NewResponseController(w).EnableFullDuplex(); err != nil {
-		g.logger.Debug("llm gateway: full duplex unavailable", "error", err)
+	// The request body is read whole before anything goes upstream, so that nothing
+	// reads the client connection once this handler has returned. Streamed through, the
+	// body could outlive the handler whenever the upstream fails before taking all of
+	// it (closed port, reset, early 5xx): the server then drained the rest itself and
+	// its end-of-body hook started a background read that collided with the read of
+	// the next kept-alive request, "http: panic serving …: invalid concurrent Body.Read
+	// call" (golang/go#68560, reached through full duplex mode). A buffered body also
+	// lets the transport resend a request whose pooled upstream connection had died.
+	if req.Body != nil && req.Body != http.NoBody {
+		body, err := io.ReadAll(http.MaxBytesReader(w, req.Body, maxRequestBody))
+		if err != nil {
+			if tooBig := (*http.MaxBytesError)(nil); errors.As(err, &tooBig) {
+				writeAPIError(w, http.StatusRequestEntityTooLarge, "request_too_large", "the request is larger than the gateway accepts")
+				return
+			}
+			g.logger.Debug("llm gateway: request body not received", "path", req.URL.Path, "error", err)
+			writeAPIError(w, http.StatusBadRequest, "invalid_request_error", "the request body could not be read")
+			return
+		}
+		req.Body = io.NopCloser(bytes.NewReader(body))
+		req.ContentLength = int64(len(body))
+		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 	}
 	g.proxy.ServeHTTP(w, req)
 }
@@ -219,8 +236,9 @@ func (a *apiUsage) apply(u *Usage) {
 }
 
 const (
-	maxJSONCapture = 8 << 20 // larger JSON bodies are passed on without usage parsing
-	maxSSELine     = 1 << 20 // longer SSE lines (big deltas) are skipped by the parser
+	maxRequestBody = 32 << 20 // the Messages API's own request limit
+	maxJSONCapture = 8 << 20  // larger JSON bodies are passed on without usage parsing
+	maxSSELine     = 1 << 20  // longer SSE lines (big deltas) are skipped by the parser
 )
 
 // usageBody passes a response body through unchanged and reads the token usage from it

@@ -316,10 +316,12 @@ func (p *parser) result(b []byte) error {
 	return nil
 }
 
-// transient reports whether an API failure is worth retrying later without counting
-// an attempt: rate limits, overload and server errors. Authentication, permission and
-// request errors are permanent. With no status (a connection error) only an explicit
-// transient error kind counts, so an unreachable gateway is not retried forever.
+// transient reports whether an API failure is the model service's rather than the
+// task's, so worth retrying later (and telling the user it waits): rate limits, overload
+// and server errors. Authentication, permission and request errors are permanent. With
+// no status (a connection error) only an explicit transient error kind counts: the CLI
+// reaches the model only through the task's own gateway, which answers 502 when the
+// model API is down, so failing to connect at all is ours, not the model service's.
 func transient(status int, kind string) bool {
 	switch {
 	case status == 429 || status == 408 || status >= 500 && status <= 599:
