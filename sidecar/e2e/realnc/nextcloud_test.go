@@ -16,12 +16,14 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/cookiejar"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -41,6 +43,11 @@ type nextcloud struct {
 	URL    string
 	Dir    string // the server folder (occ, custom_apps)
 	client *http.Client
+	// sessions are each user's client with its own cookie jar, as each user's browser
+	// or app keeps its Nextcloud session (without it every request pays for a password
+	// hash check on the server, which no real client does).
+	mu       sync.Mutex
+	sessions map[string]*http.Client
 }
 
 func freePort(t testing.TB) int {
@@ -56,7 +63,7 @@ func freePort(t testing.TB) int {
 // startNextcloud unpacks, installs and starts a Nextcloud in root on a free port.
 func startNextcloud(t testing.TB, bundle, root string) *nextcloud {
 	t.Helper()
-	nc := &nextcloud{t: t, bundle: bundle, root: root, client: &http.Client{Timeout: 60 * time.Second}}
+	nc := &nextcloud{t: t, bundle: bundle, root: root, client: &http.Client{Timeout: 60 * time.Second}, sessions: map[string]*http.Client{}}
 	out, err := exec.Command("bash", filepath.Join(bundle, "serve.sh"), root, strconv.Itoa(freePort(t))).CombinedOutput()
 	if err != nil {
 		t.Fatalf("serve.sh: %v\n%s", err, out)
@@ -126,16 +133,30 @@ func (nc *nextcloud) request(ctx context.Context, user, method, path string, bod
 	for k, vs := range header {
 		req.Header[k] = vs
 	}
+	client := nc.client
 	if user != "" {
 		req.SetBasicAuth(user, nc.password(user))
+		client = nc.session(user)
 	}
-	resp, err := nc.client.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(resp.Body)
 	return resp, raw, err
+}
+
+func (nc *nextcloud) session(user string) *http.Client {
+	nc.mu.Lock()
+	defer nc.mu.Unlock()
+	c, ok := nc.sessions[user]
+	if !ok {
+		jar, _ := cookiejar.New(nil)
+		c = &http.Client{Timeout: 60 * time.Second, Jar: jar}
+		nc.sessions[user] = c
+	}
+	return c
 }
 
 func (nc *nextcloud) password(user string) string {

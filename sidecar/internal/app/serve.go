@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/cookiejar"
 	"os"
 	"strings"
 	"sync"
@@ -72,6 +73,25 @@ type sidecar struct {
 	checks    *heartbeat.Runner // HEARTBEAT.md checks
 	brief     *briefing.Runner  // BRIEFINGS.md briefings
 	pages     pages             // settings pages: admin settings, their API, live progress
+	bot       botHTTP           // the connections and session the bot account reaches Nextcloud with
+}
+
+// botHTTP is what every client that logs in to Nextcloud as the bot account shares: one
+// pool of kept-alive connections and one cookie jar, so the session Nextcloud opens on
+// the first request serves the next ones (WebDAV, CalDAV, shares) without the password
+// being checked again each time.
+type botHTTP struct {
+	transport *http.Transport
+	jar       http.CookieJar
+}
+
+func newBotHTTP(cfg config.Config) botHTTP {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.ResponseHeaderTimeout = cfg.Nextcloud.RequestTimeout.Duration
+	// Every worker may talk to Nextcloud at once, plus the outbox and the runners.
+	t.MaxIdleConnsPerHost = cfg.Workers.Max*2 + 4
+	jar, _ := cookiejar.New(nil) // never fails without options
+	return botHTTP{transport: t, jar: jar}
 }
 
 func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -180,6 +200,7 @@ func openSidecar(ctx context.Context, cfg config.Config, log *slog.Logger, why p
 	if err != nil {
 		return nil, err
 	}
+	s.bot = newBotHTTP(cfg)
 	files, err := s.openFiles()
 	if err != nil {
 		return nil, err
@@ -197,7 +218,7 @@ func openSidecar(ctx context.Context, cfg config.Config, log *slog.Logger, why p
 		if s.calendars, err = calendar.New(calendar.Config{
 			Endpoint: strings.TrimRight(nc.URL, "/") + "/remote.php/dav/",
 			Username: nc.BotUser, Password: nc.BotPassword,
-			HTTPClient: &http.Client{Timeout: nc.RequestTimeout.Duration},
+			HTTPClient: &http.Client{Timeout: nc.RequestTimeout.Duration, Transport: s.bot.transport, Jar: s.bot.jar},
 			Logger:     log.With("component", "calendar"),
 		}); err != nil {
 			return nil, fmt.Errorf("calendar: %w", err)
@@ -332,7 +353,8 @@ func (s *sidecar) openFiles() (executor.Files, error) {
 		s.log.Warn("nextcloud.bot_user / bot_password are not set: users' files are not synced with Nextcloud (run `occ istota:setup`)")
 		return nil, nil
 	}
-	client, err := webdav.New(webdav.Options{URL: nc.URL, User: nc.BotUser, Password: nc.BotPassword, Timeout: nc.RequestTimeout.Duration})
+	client, err := webdav.New(webdav.Options{URL: nc.URL, User: nc.BotUser, Password: nc.BotPassword, Timeout: nc.RequestTimeout.Duration,
+		Transport: s.bot.transport, Jar: s.bot.jar})
 	if err != nil {
 		return nil, fmt.Errorf("nextcloud: %w", err)
 	}

@@ -197,7 +197,17 @@ func (e *Executor) Handle(ctx context.Context, t queue.Task) {
 	}
 	var ph phases
 	res, runErr := e.run(ctx, t, log, &ph)
-	log = log.With("pull_ms", ph.pull.Milliseconds(), "agent_ms", ph.agent.Milliseconds(), "push_ms", ph.push.Milliseconds())
+	// Whatever happened to the run (even !stop), what the agent wrote reaches Nextcloud;
+	// after the answer is on its way, so it never waits for the upload. The user's next
+	// task may be claimed meanwhile, but its pull waits for this push (one sync of a tree
+	// at a time), so it starts from the pushed state; and a crash before the push ends
+	// loses nothing: every sync is two-way, so the next one sends what is left.
+	defer func() {
+		start := time.Now()
+		e.pushFiles(ctx, t, log)
+		log.Debug("task files pushed", "push_ms", time.Since(start).Milliseconds())
+	}()
+	log = log.With("pull_ms", ph.pull.Milliseconds(), "agent_ms", ph.agent.Milliseconds())
 	switch {
 	case errors.Is(ctx.Err(), context.Canceled) && !errors.Is(runErr, context.DeadlineExceeded):
 		// Stopped with !stop (the row is already cancelled) or the sidecar is shutting
@@ -220,10 +230,10 @@ func (e *Executor) Prompt(ctx context.Context, t queue.Task) (string, error) {
 	return e.buildPrompt(ctx, t, u)
 }
 
-// phases is where a task's time went, for the log line that ends it: an admin (and
-// `make bench`) can see what the answer waited for besides the agent.
+// phases is where a task's time went before its answer, for the log line that ends it:
+// an admin (and `make bench`) can see what the answer waited for besides the agent.
 type phases struct {
-	pull, agent, push time.Duration
+	pull, agent time.Duration
 }
 
 func (e *Executor) run(ctx context.Context, t queue.Task, log *slog.Logger, ph *phases) (res brain.Result, err error) {
@@ -235,12 +245,6 @@ func (e *Executor) run(ctx context.Context, t queue.Task, log *slog.Logger, ph *
 	start := time.Now()
 	e.pullFiles(ctx, t, log)
 	ph.pull = time.Since(start)
-	// Whatever happens to the run (even !stop), what the agent wrote reaches Nextcloud.
-	defer func() {
-		start := time.Now()
-		e.pushFiles(ctx, t, log)
-		ph.push = time.Since(start)
-	}()
 	u, err := e.loadUser(ctx, t.UserID)
 	if err != nil {
 		return brain.Result{}, err

@@ -42,6 +42,11 @@ type Options struct {
 	TransferTimeout time.Duration
 	// Transport carries the requests; nil uses a clone of http.DefaultTransport.
 	Transport http.RoundTripper
+	// Jar keeps Nextcloud's session cookies between requests. Nextcloud verifies the
+	// password hash on every request that carries only Basic credentials (a deliberately
+	// slow hash: about 200 ms of server CPU each); with the session cookie it does not.
+	// Share one jar among the clients of the same account. nil keeps no cookies.
+	Jar http.CookieJar
 	// UserAgent is sent with every request. Default "istota-sidecar".
 	UserAgent string
 }
@@ -135,6 +140,7 @@ func New(opts Options) (*Client, error) {
 		rootPath: root.Path,
 		hc: &http.Client{
 			Transport: rt,
+			Jar:       opts.Jar,
 			// A redirect would mean a misconfigured URL (http→https, a moved instance);
 			// following it could send the credentials elsewhere, so it is an error.
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
