@@ -49,12 +49,12 @@ type Workspace struct {
 // Files keeps the local mirrors in step with Nextcloud. Errors from Pull mean the task
 // runs on the mirror as it is; a failed Push is retried later by the syncer itself.
 type Files interface {
-	Provision(ctx context.Context, uid string) error
-	ProvisionChannel(ctx context.Context, token string) error
-	Pull(ctx context.Context, uid string) (workspace.Report, error)
-	Push(ctx context.Context, uid string) (workspace.Report, error)
-	PullChannel(ctx context.Context, token string) (workspace.Report, error)
-	PushChannel(ctx context.Context, token string) (workspace.Report, error)
+	// Prepare readies a user's mirror before a task (pull, or for a new user only the
+	// seed files locally); Finish sends what the task wrote (provisioning a new user).
+	Prepare(ctx context.Context, uid string) (workspace.Report, error)
+	Finish(ctx context.Context, uid string) (workspace.Report, error)
+	PrepareChannel(ctx context.Context, token string) (workspace.Report, error)
+	FinishChannel(ctx context.Context, token string) (workspace.Report, error)
 }
 
 // ChannelDir is where a conversation task sees the conversation's folder.
@@ -321,27 +321,25 @@ func (e *Executor) pullFiles(ctx context.Context, t queue.Task, log *slog.Logger
 	if e.opts.Files == nil {
 		return
 	}
-	if err := e.opts.Files.Provision(ctx, t.UserID); err != nil {
-		log.Warn("provisioning the user's folders failed; running on the local mirror", "err", err)
-		return
+	// The user's tree and the conversation's are independent: pull both at once.
+	var wg sync.WaitGroup
+	if t.ConversationToken != "" {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if rep, err := e.opts.Files.PrepareChannel(ctx, t.ConversationToken); err != nil {
+				log.Warn("pulling the conversation folder failed", "err", err)
+			} else {
+				logConflicts(log, rep)
+			}
+		}()
 	}
-	if rep, err := e.opts.Files.Pull(ctx, t.UserID); err != nil {
+	if rep, err := e.opts.Files.Prepare(ctx, t.UserID); err != nil {
 		log.Warn("pulling the user's files failed; running on the local mirror as it is", "err", err)
 	} else {
 		logConflicts(log, rep)
 	}
-	if t.ConversationToken == "" {
-		return
-	}
-	if err := e.opts.Files.ProvisionChannel(ctx, t.ConversationToken); err != nil {
-		log.Warn("provisioning the conversation folder failed", "err", err)
-		return
-	}
-	if rep, err := e.opts.Files.PullChannel(ctx, t.ConversationToken); err != nil {
-		log.Warn("pulling the conversation folder failed", "err", err)
-	} else {
-		logConflicts(log, rep)
-	}
+	wg.Wait()
 }
 
 func (e *Executor) pushFiles(ctx context.Context, t queue.Task, log *slog.Logger) {
@@ -350,13 +348,13 @@ func (e *Executor) pushFiles(ctx context.Context, t queue.Task, log *slog.Logger
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
 	defer cancel()
-	if rep, err := e.opts.Files.Push(ctx, t.UserID); err != nil {
+	if rep, err := e.opts.Files.Finish(ctx, t.UserID); err != nil {
 		log.Warn("pushing the user's files failed; they are retried", "err", err)
 	} else {
 		logConflicts(log, rep)
 	}
 	if t.ConversationToken != "" {
-		if rep, err := e.opts.Files.PushChannel(ctx, t.ConversationToken); err != nil {
+		if rep, err := e.opts.Files.FinishChannel(ctx, t.ConversationToken); err != nil {
 			log.Warn("pushing the conversation folder failed; it is retried", "err", err)
 		} else {
 			logConflicts(log, rep)

@@ -159,15 +159,12 @@ func (w *Workspace) RetryFailed(ctx context.Context) error {
 	sort.Strings(keys)
 	var errs []error
 	for _, k := range keys {
-		var t tree
+		// Finish provisions first: a new user whose provisioning failed is retried too.
 		var err error
 		if token, ok := strings.CutPrefix(k, channelKeyPrefix); ok {
-			t, err = w.channelTree(token)
+			_, err = w.FinishChannel(ctx, token)
 		} else {
-			t, err = w.userTree(k)
-		}
-		if err == nil {
-			_, err = w.sync(ctx, t, "retry")
+			_, err = w.Finish(ctx, k)
 		}
 		if err != nil {
 			errs = append(errs, err)
@@ -247,6 +244,11 @@ type run struct {
 
 	rep    Report
 	failed []PathError
+	// hashes are the mirror's file hashes by size and time as of the last scan, and
+	// seenHashes what this scan found still valid or read anew (sync_local).
+	hashes, seenHashes map[string]localStat
+	// remoteChanged is set when the sync created folders in Nextcloud.
+	remoteChanged bool
 	// abort is set by the first failure that means Nextcloud cannot be used now
 	// (unreachable, credentials refused, the caller gave up); later remote operations
 	// are not attempted and are reported failed with it.
@@ -287,10 +289,13 @@ func (w *Workspace) syncLocked(ctx context.Context, t tree, op string) (Report, 
 		live: map[string]bool{}, skip: map[string]string{}, taken: map[string]bool{},
 	}
 	// The listing comes first: if Nextcloud cannot be reached nothing is touched.
-	list, err := w.remote.ReadDir(ctx, t.remote, true)
+	list, err := w.listRemote(ctx, t)
 	switch {
 	case errors.Is(err, webdav.ErrNotFound):
 		r.remoteMissing = true
+		if err := w.forgetIndex(ctx, t.key); err != nil {
+			return Report{}, err
+		}
 	case err != nil:
 		return Report{}, fmt.Errorf("workspace: %s %s: list Nextcloud: %w", op, t.remote, err)
 	}
@@ -310,6 +315,14 @@ func (w *Workspace) syncLocked(ctx context.Context, t tree, op string) (Report, 
 	r.removeDirs(pendRemote, pendLocal)
 	r.forget(staleState)
 
+	if r.remoteChanged || len(r.rep.Uploaded) > 0 || len(r.rep.DeletedRemote) > 0 || len(r.rep.Conflicts) > 0 {
+		// Remember the remote side as this sync left it, so the next sync (often the
+		// next task's pull, on the answer's path) finds the ETags it expects. Only the
+		// folders this sync changed are listed.
+		if _, err := w.listRemote(ctx, t); err != nil {
+			log.Debug("could not list the remote side again after the sync; the next sync will", "err", err)
+		}
+	}
 	sort.Slice(r.rep.Skipped, func(i, j int) bool { return r.rep.Skipped[i].Path < r.rep.Skipped[j].Path })
 	for _, s := range r.rep.Skipped {
 		// Skips repeat on every sync until someone fixes the file; they are in the
@@ -357,6 +370,38 @@ func (r *run) skipped(p string) bool {
 
 func (r *run) scanLocal() error {
 	max := r.w.opts.MaxFileBytes
+	var err error
+	if r.hashes, err = r.w.loadHashes(r.ctx, r.t.key); err != nil {
+		return err
+	}
+	r.seenHashes = map[string]localStat{}
+	if err := r.walkLocal(max); err != nil {
+		return err
+	}
+	return r.w.saveHashes(r.ctx, r.t.key, r.hashes, r.seenHashes)
+}
+
+// localHash is p's SHA-256, read again only when its size or modification time
+// changed since it was last read. A file modified within the last seconds is always
+// read: another write in the same clock tick would not change its time.
+func (r *run) localHash(p string, info fs.FileInfo) (string, error) {
+	st := localStat{size: info.Size(), mtimeNS: info.ModTime().UnixNano()}
+	if c, ok := r.hashes[p]; ok && c.size == st.size && c.mtimeNS == st.mtimeNS && c.hash != "" {
+		r.seenHashes[p] = c
+		return c.hash, nil
+	}
+	hash, err := hashLocal(r.root, p)
+	if err != nil {
+		return "", err
+	}
+	if time.Since(info.ModTime()) > racyWindow {
+		st.hash = hash
+		r.seenHashes[p] = st
+	}
+	return hash, nil
+}
+
+func (r *run) walkLocal(max int64) error {
 	return fs.WalkDir(r.root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
 		if p == "." {
 			return err
@@ -396,7 +441,7 @@ func (r *run) scanLocal() error {
 				r.skipPath(p, fmt.Sprintf("larger than the %d MiB limit", max>>20))
 				return nil
 			}
-			hash, err := hashLocal(r.root, p)
+			hash, err := r.localHash(p, info)
 			if err != nil {
 				r.skipPath(p, "cannot be read: "+errText(err))
 				return nil
@@ -635,6 +680,7 @@ func (r *run) ensureRemoteDir(d string) error {
 		if err := r.w.remote.MkdirAll(r.ctx, r.t.remote); err != nil {
 			return err
 		}
+		r.remoteChanged = true
 		r.remoteMissing = false
 		return nil
 	}
@@ -644,6 +690,7 @@ func (r *run) ensureRemoteDir(d string) error {
 	if err := r.w.remote.MkdirAll(r.ctx, r.t.remote+"/"+d); err != nil {
 		return err
 	}
+	r.remoteChanged = true
 	for p := d; p != "."; p = path.Dir(p) {
 		r.rdirs[p] = true
 		r.live[p] = true

@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -41,6 +42,7 @@ const (
 // Remote is what the workspace needs from Nextcloud; *webdav.Client implements it.
 type Remote interface {
 	ReadDir(ctx context.Context, name string, recursive bool) ([]webdav.FileInfo, error)
+	ListLevel(ctx context.Context, name, depth string) ([]webdav.FileInfo, error)
 	Open(ctx context.Context, name string) (*webdav.Object, error)
 	Put(ctx context.Context, name string, body io.Reader, size int64, opts webdav.PutOptions) (string, error)
 	MkdirAll(ctx context.Context, name string) error
@@ -267,7 +269,7 @@ func (w *Workspace) Provision(ctx context.Context, uid string) error {
 	if created {
 		w.opts.Logger.Info("shared the bot folder with the user", "user_id", uid, "share_id", share.ID, "target", share.FileTarget)
 	}
-	w.setProvisioned(t.key)
+	w.setProvisioned(ctx, t.key)
 	return nil
 }
 
@@ -294,20 +296,146 @@ func (w *Workspace) ProvisionChannel(ctx context.Context, token string) error {
 	if err := w.seed(ctx, t.remote+"/CHANNEL.md", channelSeed); err != nil {
 		return fmt.Errorf("workspace: provision channel %s: %w", token, err)
 	}
-	w.setProvisioned(t.key)
+	w.setProvisioned(ctx, t.key)
 	return nil
 }
 
+// provisionLayout versions what Provision makes; raising it provisions every tree
+// again once (new folders or seed files).
+const provisionLayout = 1
+
+// isProvisioned reports whether the tree was provisioned, by this process or (as the
+// database remembers) an earlier one, so a restart does not provision every user again.
 func (w *Workspace) isProvisioned(key string) bool {
 	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.provisioned[key]
-}
-
-func (w *Workspace) setProvisioned(key string) {
+	done := w.provisioned[key]
+	w.mu.Unlock()
+	if done {
+		return true
+	}
+	var layout int
+	err := w.db.Read.QueryRow(`SELECT layout FROM workspace_provisioned WHERE tree = ?`, key).Scan(&layout)
+	if err != nil || layout < provisionLayout {
+		return false
+	}
 	w.mu.Lock()
 	w.provisioned[key] = true
 	w.mu.Unlock()
+	return true
+}
+
+func (w *Workspace) setProvisioned(ctx context.Context, key string) {
+	w.mu.Lock()
+	w.provisioned[key] = true
+	w.mu.Unlock()
+	if _, err := w.db.Write.ExecContext(ctx, `INSERT INTO workspace_provisioned (tree, layout, at) VALUES (?, ?, ?)
+		ON CONFLICT (tree) DO UPDATE SET layout = excluded.layout, at = excluded.at`,
+		key, provisionLayout, store.FormatTime(w.opts.Clock())); err != nil {
+		// Only costs a provisioning after the next restart.
+		w.opts.Logger.Warn("could not remember a provisioned folder", "tree", key, "err", err)
+	}
+}
+
+// fresh reports whether a tree was never provisioned nor synced: a new user or
+// conversation.
+func (w *Workspace) fresh(ctx context.Context, key string) (bool, error) {
+	if w.isProvisioned(key) {
+		return false, nil
+	}
+	var synced bool
+	if err := w.db.Read.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM sync_state WHERE user_id = ?)`, key).Scan(&synced); err != nil {
+		return false, fmt.Errorf("workspace: %w", err)
+	}
+	return !synced, nil
+}
+
+// Prepare makes a user's mirror ready for a task. A user never provisioned nor synced
+// (new) gets the folders and seed files in the mirror only: making them in Nextcloud,
+// with the share, takes a dozen requests, which Finish does after the answer. Everyone
+// else is provisioned (once) and pulled.
+func (w *Workspace) Prepare(ctx context.Context, uid string) (Report, error) {
+	t, err := w.userTree(uid)
+	if err != nil {
+		return Report{}, err
+	}
+	if w.opts.Mode != ModeMount {
+		if fresh, err := w.fresh(ctx, t.key); err != nil {
+			return Report{}, err
+		} else if fresh {
+			return Report{}, seedLocal(t, userSeeds(w.opts.BotDir))
+		}
+	}
+	if err := w.Provision(ctx, uid); err != nil {
+		return Report{}, err
+	}
+	return w.Pull(ctx, uid)
+}
+
+// Finish sends what a task left in the user's mirror to Nextcloud, provisioning a new
+// user first.
+func (w *Workspace) Finish(ctx context.Context, uid string) (Report, error) {
+	if err := w.Provision(ctx, uid); err != nil {
+		w.markSynced(uid, err) // RetryFailed tries again
+		return Report{}, err
+	}
+	return w.Push(ctx, uid)
+}
+
+// PrepareChannel and FinishChannel are Prepare and Finish for a conversation's folder.
+func (w *Workspace) PrepareChannel(ctx context.Context, token string) (Report, error) {
+	t, err := w.channelTree(token)
+	if err != nil {
+		return Report{}, err
+	}
+	if w.opts.Mode != ModeMount {
+		if fresh, err := w.fresh(ctx, t.key); err != nil {
+			return Report{}, err
+		} else if fresh {
+			return Report{}, seedLocal(t, []seedFile{{"CHANNEL.md", channelSeed}})
+		}
+	}
+	if err := w.ProvisionChannel(ctx, token); err != nil {
+		return Report{}, err
+	}
+	return w.PullChannel(ctx, token)
+}
+
+func (w *Workspace) FinishChannel(ctx context.Context, token string) (Report, error) {
+	if err := w.ProvisionChannel(ctx, token); err != nil {
+		w.markSynced(channelKeyPrefix+token, err)
+		return Report{}, err
+	}
+	return w.PushChannel(ctx, token)
+}
+
+// seedLocal creates a tree's folders and seed files in its mirror where missing.
+func seedLocal(t tree, seeds []seedFile) error {
+	for _, d := range t.keep {
+		if err := os.MkdirAll(filepath.Join(t.local, filepath.FromSlash(d)), 0o700); err != nil {
+			return fmt.Errorf("workspace: seed mirror: %w", err)
+		}
+	}
+	for _, s := range seeds {
+		p := filepath.Join(t.local, filepath.FromSlash(s.path))
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			return fmt.Errorf("workspace: seed mirror: %w", err)
+		}
+		f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if errors.Is(err, fs.ErrExist) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("workspace: seed mirror: %w", err)
+		}
+		_, werr := f.WriteString(s.content)
+		if err := f.Close(); werr == nil {
+			werr = err
+		}
+		if werr != nil {
+			return fmt.Errorf("workspace: seed mirror: %w", werr)
+		}
+	}
+	return nil
 }
 
 // seed uploads content to name unless something is already there.

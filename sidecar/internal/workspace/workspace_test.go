@@ -33,7 +33,13 @@ type env struct {
 
 func newEnv(t *testing.T, mod func(*workspace.Options)) *env {
 	t.Helper()
-	srv := davtest.New(t, davtest.Options{BotPassword: botPassword, Users: []string{"alice", "bob"}})
+	return newEnvWith(t, davtest.Options{}, mod)
+}
+
+func newEnvWith(t *testing.T, so davtest.Options, mod func(*workspace.Options)) *env {
+	t.Helper()
+	so.BotPassword, so.Users = botPassword, []string{"alice", "bob"}
+	srv := davtest.New(t, so)
 	client, err := webdav.New(webdav.Options{URL: srv.URL, User: "istota", Password: botPassword, Timeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)

@@ -23,6 +23,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"html"
 	"io"
 	"io/fs"
 	"net"
@@ -54,6 +55,10 @@ type Options struct {
 	BotPassword string   // default "bot-app-password"
 	Users       []string // accounts that exist (may be shared with); the bot always exists
 	Infinity    string   // InfinityServe, InfinityRefuse or InfinityDegrade
+	// NoFolderETags answers PROPFIND without folder ETags, as a server other than
+	// Nextcloud (or a proxy that drops them) may; by default folders carry ETags that
+	// change whenever anything below them changes, as Nextcloud's do.
+	NoFolderETags bool
 }
 
 // Share is a share held by the fake OCS endpoint.
@@ -187,7 +192,8 @@ func (s *Server) InjectPropfind(responses ...string) {
 	s.mu.Unlock()
 }
 
-// Requests returns "METHOD path" for every authenticated request so far, and forgets them.
+// Requests returns "METHOD path" ("PROPFIND path depth=N") for every authenticated
+// request so far, and forgets them.
 func (s *Server) Requests() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -308,7 +314,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.mu.Lock()
-	s.requests = append(s.requests, r.Method+" "+r.URL.Path)
+	entry := r.Method + " " + r.URL.Path
+	if r.Method == "PROPFIND" {
+		entry += " depth=" + r.Header.Get("Depth")
+	}
+	s.requests = append(s.requests, entry)
 	hook, fail := s.beforeHook, s.failHook
 	s.mu.Unlock()
 	if hook != nil {
@@ -373,6 +383,13 @@ func (s *Server) serveDAV(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	h := &gowebdav.Handler{FileSystem: fsys}
+	if r.Method == "PROPFIND" && !s.opts.NoFolderETags {
+		h = nil
+	}
+	if h == nil {
+		s.servePropfind(w, r, fsys)
+		return
+	}
 	if r.Method == "MOVE" {
 		s.serveMove(w, r, h)
 		return
@@ -729,4 +746,88 @@ func (s *Server) Tree(rel string) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// servePropfind answers PROPFIND as Nextcloud does, folder ETags included: a folder's
+// ETag is derived from everything below it, so it changes whenever anything below it
+// does (Nextcloud propagates ETags up the tree). Every property a sync asks for is
+// answered; injected responses (Inject) are appended.
+func (s *Server) servePropfind(w http.ResponseWriter, r *http.Request, fsys etagFS) {
+	local := filepath.Join(s.dir, filepath.FromSlash(path.Clean(r.URL.Path)))
+	fi, err := os.Stat(local)
+	if err != nil {
+		sabreError(w, http.StatusNotFound, "NotFound", "File with name "+r.URL.Path+" could not be located")
+		return
+	}
+	depth := strings.ToLower(r.Header.Get("Depth"))
+	self := path.Clean(r.URL.Path)
+	type entry struct {
+		href string
+		fi   os.FileInfo
+		path string
+	}
+	entries := []entry{{self, fi, local}}
+	if fi.IsDir() && depth != "0" {
+		err := filepath.WalkDir(local, func(p string, d fs.DirEntry, err error) error {
+			if err != nil || p == local {
+				return err
+			}
+			info, err := d.Info()
+			if err != nil {
+				return err
+			}
+			rel, _ := filepath.Rel(s.dir, p)
+			entries = append(entries, entry{"/" + filepath.ToSlash(rel), info, p})
+			if d.IsDir() && depth == "1" {
+				return fs.SkipDir
+			}
+			return nil
+		})
+		if err != nil {
+			sabreError(w, http.StatusInternalServerError, "ServiceUnavailable", err.Error())
+			return
+		}
+	}
+	var b strings.Builder
+	b.WriteString(`<?xml version="1.0" encoding="utf-8"?>` + "\n" + `<multistatus xmlns="DAV:">`)
+	for _, e := range entries {
+		href := (&url.URL{Path: e.href}).EscapedPath()
+		var props string
+		if e.fi.IsDir() {
+			href += "/"
+			props = "<resourcetype><collection/></resourcetype><getetag>&quot;" + folderETag(e.path) + "&quot;</getetag>"
+		} else {
+			fsi := &gowebdav.FileInfo{Path: e.href}
+			fsys.withETag(fsi)
+			props = fmt.Sprintf("<resourcetype/><getetag>&quot;%s&quot;</getetag><getcontentlength>%d</getcontentlength>", fsi.ETag, e.fi.Size())
+		}
+		props += "<getlastmodified>" + e.fi.ModTime().UTC().Format(http.TimeFormat) + "</getlastmodified>"
+		fmt.Fprintf(&b, "<response><href>%s</href><propstat><prop>%s</prop><status>HTTP/1.1 200 OK</status></propstat></response>", html.EscapeString(href), props)
+	}
+	s.mu.Lock()
+	b.WriteString(strings.Join(s.inject, ""))
+	s.mu.Unlock()
+	b.WriteString("</multistatus>")
+	w.Header().Set("Content-Type", "application/xml; charset=utf-8")
+	w.WriteHeader(http.StatusMultiStatus)
+	io.WriteString(w, b.String())
+}
+
+// folderETag hashes the names and contents of everything below dir.
+func folderETag(dir string) string {
+	h := sha256.New()
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		rel, _ := filepath.Rel(dir, p)
+		fmt.Fprintf(h, "%s\x00%t\x00", rel, d.IsDir())
+		if d.Type().IsRegular() {
+			if b, err := os.ReadFile(p); err == nil {
+				h.Write(b)
+			}
+		}
+		return nil
+	})
+	return hex.EncodeToString(h.Sum(nil)[:12])
 }
