@@ -10,6 +10,7 @@ declare(strict_types=1);
 namespace OCA\Istota\Controller;
 
 use OCA\Istota\AppInfo\Application;
+use OCA\Istota\Exception\BadSignatureException;
 use OCA\Istota\Exception\InvalidInputException;
 use OCA\Istota\Exception\SidecarNotConfiguredException;
 use OCA\Istota\Exception\SidecarRejectedException;
@@ -34,6 +35,8 @@ use Psr\Log\LoggerInterface;
  * - A sidecar 503 with a code (e.g. "unavailable": Nextcloud's WebDAV is down): 503 with
  *   that code; any other sidecar 5xx: 502 "sidecar_error".
  * - A bad request the app refuses itself: 400 "invalid_request".
+ * - A request claiming to come from the sidecar without its signature: 401
+ *   "bad_signature", counted by Nextcloud's brute-force protection.
  * - Anything else: 500 "internal", logged here, never shown.
  *
  * Messages never hold internals (URLs, paths, secrets): those go to the log only.
@@ -43,6 +46,9 @@ use Psr\Log\LoggerInterface;
  * cross-site form cannot send), so no action carries #[NoCSRFRequired].
  */
 abstract class OcsBaseController extends OCSController {
+	/** Brute-force protection bucket of requests that claim to come from the sidecar. */
+	public const THROTTLE_ACTION = 'istota_sidecar';
+
 	public function __construct(
 		IRequest $request,
 		private readonly IUserSession $userSession,
@@ -71,6 +77,10 @@ abstract class OcsBaseController extends OCSController {
 	protected function respond(\Closure $action): DataResponse {
 		try {
 			return new DataResponse($action());
+		} catch (BadSignatureException) {
+			$response = self::error(Http::STATUS_UNAUTHORIZED, 'bad_signature', $this->l10n->t('The request is not signed by the Istota service.'));
+			$response->throttle(['action' => self::THROTTLE_ACTION]);
+			return $response;
 		} catch (InvalidInputException $e) {
 			return self::error(Http::STATUS_BAD_REQUEST, 'invalid_request', $e->getMessage());
 		} catch (SidecarNotConfiguredException $e) {

@@ -75,4 +75,25 @@ class RequestSigner {
 			self::HEADER_SIGNATURE => $this->signature($secret, $method, $pathAndQuery, $ts, $nonce, $body),
 		];
 	}
+
+	/** How far a request's timestamp may be from this clock, in seconds (the sidecar's MaxSkew). */
+	public const MAX_SKEW = 300;
+
+	/**
+	 * Whether a request the sidecar sent to the app carries a valid signature at time
+	 * $now: the same scheme in the other direction. Replays within the window are not
+	 * caught here; only idempotent actions may rely on this alone.
+	 *
+	 * @throws SidecarNotConfiguredException when the secret is missing or too short
+	 */
+	public function verify(#[\SensitiveParameter] string $secret, string $method, string $pathAndQuery, string $timestamp, string $nonce, string $signature, string $body, int $now): bool {
+		self::assertUsableSecret($secret);
+		if (preg_match('/^\d{1,12}$/', $timestamp) !== 1 || strlen($nonce) < 16 || strlen($nonce) > 128 || !str_starts_with($signature, self::VERSION . '=')) {
+			return false;
+		}
+		if (abs($now - (int)$timestamp) > self::MAX_SKEW) {
+			return false;
+		}
+		return hash_equals($this->signature($secret, $method, $pathAndQuery, $timestamp, $nonce, $body), strtolower($signature));
+	}
 }

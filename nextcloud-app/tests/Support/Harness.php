@@ -12,6 +12,7 @@ namespace OCA\Istota\Tests\Support;
 use OCA\Istota\AppInfo\Application;
 use OCA\Istota\Controller\AdminController;
 use OCA\Istota\Controller\MeController;
+use OCA\Istota\Controller\SidecarController;
 use OCA\Istota\Controller\MemoryController;
 use OCA\Istota\Controller\PersonalSettingsController;
 use OCA\Istota\Controller\ScheduleController;
@@ -27,9 +28,10 @@ use OCA\Istota\Service\EventPayloadBuilder;
 use OCA\Istota\Service\MemoryService;
 use OCA\Istota\Service\MeService;
 use OCA\Istota\Service\OutboxFlusher;
+use OCA\Istota\Service\RequestSigner;
+use OCA\Istota\Service\SidecarReady;
 use OCA\Istota\Service\PageState;
 use OCA\Istota\Service\PersonalSettingsService;
-use OCA\Istota\Service\RequestSigner;
 use OCA\Istota\Service\ScheduleService;
 use OCA\Istota\Service\SelfTest;
 use OCA\Istota\Service\SessionService;
@@ -185,6 +187,11 @@ final class Harness {
 
 	public function selfTest(): SelfTest {
 		return new SelfTest($this->settings, $this->client, $this->talk, $this->outbox);
+	}
+
+	public function sidecarController(TestRequest $request): SidecarController {
+		return new SidecarController($request, $this->session, $this->l10n, $this->logger,
+			new SidecarReady($this->settings, new RequestSigner(), $this->flusher, $this->clock));
 	}
 
 	public function setupService(): SetupService {

@@ -21,6 +21,7 @@ final class TestRequest implements IRequest {
 		public string $method = 'GET',
 		public array $headers = ['OCS-APIRequest' => 'true'],
 		public array $params = [],
+		public string $uri = '/ocs/v2.php/apps/istota/api/v1/me',
 	) {
 	}
 
@@ -43,6 +44,10 @@ final class TestRequest implements IRequest {
 
 	public function getMethod(): string {
 		return $this->method;
+	}
+
+	public function getRequestUri(): string {
+		return $this->uri;
 	}
 
 	public function passesCSRFCheck(): bool {

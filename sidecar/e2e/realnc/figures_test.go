@@ -37,8 +37,7 @@ func testFigures(t *testing.T, e *env) {
 	up := posts(withBot, "bot-up")
 	e.sc.kill()
 	down := posts(withBot, "bot-down")
-	e.sc.start()
-	nc.cron(t) // hand the waiting (unaddressed) events over
+	e.sc.start() // the app hands the waiting (unaddressed) events over on the sidecar's hello
 
 	base := median(without)
 	e.bench.add("POST /chat, bot not in the conversation (median of 20)", fmtDur(base), "", nil)

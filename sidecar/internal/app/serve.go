@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/istota/istota/sidecar/internal/appcall"
 	"github.com/istota/istota/sidecar/internal/audit"
 	"github.com/istota/istota/sidecar/internal/brain"
 	"github.com/istota/istota/sidecar/internal/brain/claude"
@@ -447,6 +448,8 @@ func (s *sidecar) serve(ctx context.Context) error {
 	s.mail.start(runCtx, &loops)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
+	loops.Add(1)
+	go func() { defer loops.Done(); s.announceReady(runCtx) }()
 	s.log.Info("istota is serving", "listen", ln.Addr().String(), "version", Version, "database", s.db.Path(),
 		"workers", s.cfg.Workers.Max, "sandbox", s.launcher.describe())
 
@@ -478,6 +481,45 @@ func (s *sidecar) serve(ctx context.Context) error {
 		return fmt.Errorf("http server: %w", serveErr)
 	}
 	return nil
+}
+
+// announceReady tells the Nextcloud app that the sidecar serves, so the Talk events that
+// waited in the app's outbox while it was down are handed over now rather than with the
+// next message or Nextcloud's next cron run. Nextcloud may still be starting too: it
+// is tried again, less and less often, for ten minutes.
+func (s *sidecar) announceReady(ctx context.Context) {
+	log := s.log.With("component", "appcall")
+	client, err := appcall.New(s.cfg.Nextcloud.URL, []byte(s.cfg.Nextcloud.SharedSecret),
+		&http.Client{Timeout: 40 * time.Second, Transport: s.bot.transport})
+	if err != nil {
+		log.Warn("cannot tell the Nextcloud app the sidecar is back", "err", err)
+		return
+	}
+	wait := time.Second
+	deadline := time.Now().Add(10 * time.Minute)
+	for {
+		res, err := client.Ready(ctx)
+		switch {
+		case err == nil:
+			log.Info("told the Nextcloud app the sidecar is back", "events_handed_over", res.Delivered, "all_handed_over", res.Complete)
+			return
+		case errors.Is(err, appcall.ErrRefused):
+			log.Warn("the Nextcloud app refused the sidecar's hello; events waiting there arrive with the next message or cron (is the app current, and the shared secret the same?)", "err", err)
+			return
+		case ctx.Err() != nil:
+			return
+		case time.Now().After(deadline):
+			log.Warn("could not tell the Nextcloud app the sidecar is back; events waiting there arrive with the next message or cron", "err", err)
+			return
+		}
+		log.Debug("Nextcloud app not reached yet", "err", err, "retry_in", wait)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		wait = min(wait*2, time.Minute)
+	}
 }
 
 func (s *sidecar) close() {

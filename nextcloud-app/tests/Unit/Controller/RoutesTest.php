@@ -11,7 +11,10 @@ namespace OCA\Istota\Tests\Unit\Controller;
 
 use OCA\Istota\Controller\OcsBaseController;
 use OCP\AppFramework\Http\Attribute\ApiRoute;
+use OCP\AppFramework\Http\Attribute\BruteForceProtection;
 use OCP\AppFramework\Http\Attribute\NoAdminRequired;
+use OCP\AppFramework\Http\Attribute\NoCSRFRequired;
+use OCP\AppFramework\Http\Attribute\PublicPage;
 use OCP\AppFramework\OCSController;
 use PHPUnit\Framework\TestCase;
 
@@ -23,8 +26,9 @@ use PHPUnit\Framework\TestCase;
  *
  * - every user route carries #[NoAdminRequired] and nothing else that relaxes security;
  * - every admin route carries nothing at all that relaxes security (admin-only default);
- * - no route is public or exempt from CSRF: they are OCS routes, and Nextcloud lets an
- *   OCSController request without a CSRF token through only with OCS-APIRequest: true;
+ * - no route is public or exempt from CSRF (they are OCS routes, and Nextcloud lets an
+ *   OCSController request without a CSRF token through only with OCS-APIRequest: true),
+ *   except the one the sidecar calls, which is signed and brute-force protected instead;
  * - no route or action parameter names a user: the user always comes from the session.
  */
 class RoutesTest extends TestCase {
@@ -65,6 +69,7 @@ class RoutesTest extends TestCase {
 		'GET admin/health' => 'admin',
 		'GET admin/settings' => 'admin',
 		'PUT admin/settings' => 'admin',
+		'POST sidecar/ready' => 'sidecar',
 	];
 
 	/**
@@ -103,8 +108,12 @@ class RoutesTest extends TestCase {
 		foreach (self::routes() as $key => $r) {
 			$names = self::attributeNames($r['method']);
 			$relaxing = array_values(array_intersect($names, self::RELAXING));
-			if (self::CONTRACT[self::contractKey($key)] === 'user') {
+			$who = self::CONTRACT[self::contractKey($key)];
+			if ($who === 'user') {
 				$this->assertSame([NoAdminRequired::class], $relaxing, $key);
+			} elseif ($who === 'sidecar') {
+				$this->assertEqualsCanonicalizing([PublicPage::class, NoCSRFRequired::class], $relaxing, $key);
+				$this->assertContains(BruteForceProtection::class, $names, $key . ' is brute-force protected');
 			} else {
 				$this->assertSame([], $relaxing, $key . ' must stay admin-only');
 			}

@@ -20,5 +20,7 @@ interface IRequest {
 
 	public function getMethod(): string;
 
+	public function getRequestUri(): string;
+
 	public function passesCSRFCheck(): bool;
 }

@@ -25,6 +25,22 @@ class Response {
 		}
 	}
 
+	private bool $throttled = false;
+	private array $throttleMetadata = [];
+
+	public function throttle(array $metadata = []) {
+		$this->throttled = true;
+		$this->throttleMetadata = $metadata;
+	}
+
+	public function isThrottled() {
+		return $this->throttled;
+	}
+
+	public function getThrottleMetadata() {
+		return $this->throttleMetadata;
+	}
+
 	public function addHeader($name, $value) {
 		$this->headers[(string)$name] = (string)$value;
 		return $this;

@@ -1,0 +1,57 @@
+<?php
+
+declare(strict_types=1);
+
+/**
+ * SPDX-FileCopyrightText: 2026 Istota contributors
+ * SPDX-License-Identifier: AGPL-3.0-or-later
+ */
+
+namespace OCA\Istota\Controller;
+
+use OCA\Istota\Service\RequestSigner;
+use OCA\Istota\Service\SidecarReady;
+use OCP\AppFramework\Http\Attribute\ApiRoute;
+use OCP\AppFramework\Http\Attribute\BruteForceProtection;
+use OCP\AppFramework\Http\Attribute\NoCSRFRequired;
+use OCP\AppFramework\Http\Attribute\PublicPage;
+use OCP\AppFramework\Http\DataResponse;
+use OCP\IL10N;
+use OCP\IRequest;
+use OCP\IUserSession;
+use Psr\Log\LoggerInterface;
+
+/**
+ * SidecarController is the one route the sidecar calls, not a user: no Nextcloud login,
+ * no CSRF token (it is not a browser), and instead the shared-secret signature, checked
+ * by the service; wrong signatures count towards Nextcloud's brute-force protection.
+ */
+class SidecarController extends OcsBaseController {
+	public function __construct(
+		IRequest $request,
+		IUserSession $userSession,
+		IL10N $l10n,
+		LoggerInterface $logger,
+		private readonly SidecarReady $ready,
+	) {
+		parent::__construct($request, $userSession, $l10n, $logger);
+	}
+
+	/** The sidecar (re)started: hand over the Talk events waiting in the outbox. */
+	#[PublicPage]
+	#[NoCSRFRequired]
+	#[BruteForceProtection(action: self::THROTTLE_ACTION)]
+	#[ApiRoute(verb: 'POST', url: '/api/v1/sidecar/ready')]
+	public function ready(): DataResponse {
+		return $this->respond(fn (): array => $this->ready->ready(
+			$this->request->getMethod(),
+			$this->request->getRequestUri(),
+			[
+				RequestSigner::HEADER_TIMESTAMP => $this->request->getHeader(RequestSigner::HEADER_TIMESTAMP),
+				RequestSigner::HEADER_NONCE => $this->request->getHeader(RequestSigner::HEADER_NONCE),
+				RequestSigner::HEADER_SIGNATURE => $this->request->getHeader(RequestSigner::HEADER_SIGNATURE),
+			],
+			(string)file_get_contents('php://input'),
+		));
+	}
+}

@@ -1,0 +1,110 @@
+// Package appcall makes the sidecar's calls to the Istota app in Nextcloud. They are
+// signed with the shared secret exactly as the app signs its calls to the sidecar
+// (docs/app-sidecar-protocol.md), because the app's route for them has no Nextcloud
+// login.
+package appcall
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/istota/istota/sidecar/internal/signing"
+)
+
+// ReadyPath is the app's route for Ready, below Nextcloud's URL.
+const ReadyPath = "/ocs/v2.php/apps/istota/api/v1/sidecar/ready"
+
+// ErrRefused means the app answered that it does not accept the call as it is: a
+// different shared secret (401), or an app without the route (404). Retrying does not help.
+var ErrRefused = errors.New("the Nextcloud app refused the call")
+
+// Client calls the app.
+type Client struct {
+	base   *url.URL
+	secret []byte
+	hc     *http.Client
+	clock  func() time.Time
+}
+
+// New returns a client for the app in the Nextcloud at nextcloudURL.
+func New(nextcloudURL string, secret []byte, hc *http.Client) (*Client, error) {
+	u, err := url.Parse(strings.TrimRight(nextcloudURL, "/"))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("appcall: want Nextcloud's http(s) URL, got %q", nextcloudURL)
+	}
+	if err := signing.CheckSecret(secret); err != nil {
+		return nil, fmt.Errorf("appcall: %w", err)
+	}
+	if hc == nil {
+		hc = &http.Client{Timeout: 30 * time.Second}
+	}
+	return &Client{base: u, secret: secret, hc: hc, clock: time.Now}, nil
+}
+
+// ReadyResult is what the app did on Ready.
+type ReadyResult struct {
+	// Delivered is how many waiting Talk events it handed over.
+	Delivered int `json:"delivered"`
+	// Complete is false when some are still waiting (its time budget ran out, or a
+	// delivery failed); the next message or Nextcloud's background job sends them.
+	Complete bool `json:"complete"`
+}
+
+// Ready tells the app the sidecar is serving, so it hands over the Talk events that
+// waited in its outbox while the sidecar was down.
+func (c *Client) Ready(ctx context.Context) (ReadyResult, error) {
+	path := c.base.Path + ReadyPath
+	ts := strconv.FormatInt(c.clock().Unix(), 10)
+	raw := make([]byte, 16)
+	if _, err := rand.Read(raw); err != nil {
+		return ReadyResult{}, err
+	}
+	nonce := hex.EncodeToString(raw)
+	sig, err := signing.Sign(c.secret, http.MethodPost, path, ts, nonce, nil)
+	if err != nil {
+		return ReadyResult{}, err
+	}
+	target := *c.base
+	target.Path = path
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target.String(), bytes.NewReader(nil))
+	if err != nil {
+		return ReadyResult{}, fmt.Errorf("appcall: %w", err)
+	}
+	req.Header.Set("OCS-APIRequest", "true")
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set(signing.HeaderTimestamp, ts)
+	req.Header.Set(signing.HeaderNonce, nonce)
+	req.Header.Set(signing.HeaderSignature, sig)
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return ReadyResult{}, fmt.Errorf("appcall: POST %s: %w", ReadyPath, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	switch {
+	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusNotFound:
+		return ReadyResult{}, fmt.Errorf("%w: POST %s answered %s", ErrRefused, ReadyPath, resp.Status)
+	case resp.StatusCode != http.StatusOK:
+		return ReadyResult{}, fmt.Errorf("appcall: POST %s answered %s", ReadyPath, resp.Status)
+	}
+	var env struct {
+		OCS struct {
+			Data ReadyResult `json:"data"`
+		} `json:"ocs"`
+	}
+	if err := json.Unmarshal(body, &env); err != nil {
+		return ReadyResult{}, fmt.Errorf("appcall: POST %s: unreadable answer: %w", ReadyPath, err)
+	}
+	return env.OCS.Data, nil
+}

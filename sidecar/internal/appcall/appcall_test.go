@@ -1,0 +1,52 @@
+package appcall
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/istota/istota/sidecar/internal/signing"
+)
+
+const secret = "appcall-test-secret-0123456789abcdef"
+
+// The call is signed over the path as Nextcloud sees it (webroot included), and the
+// answer's OCS envelope is read.
+func TestReadyIsSignedAndReadsTheAnswer(t *testing.T) {
+	var gotPath string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		gotPath = r.URL.Path
+		err := signing.Verify([]byte(secret), r.Method, r.URL.RequestURI(), r.Header.Get(signing.HeaderTimestamp),
+			r.Header.Get(signing.HeaderNonce), r.Header.Get(signing.HeaderSignature), body, time.Now())
+		if err != nil || r.Header.Get("OCS-APIRequest") != "true" {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		io.WriteString(w, `{"ocs":{"meta":{"status":"ok"},"data":{"delivered":3,"complete":true}}}`)
+	}))
+	defer srv.Close()
+	c, err := New(srv.URL+"/nextcloud/", []byte(secret), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Ready(context.Background())
+	if err != nil || res.Delivered != 3 || !res.Complete {
+		t.Fatalf("ready: %+v %v", res, err)
+	}
+	if gotPath != "/nextcloud"+ReadyPath {
+		t.Fatalf("path %s", gotPath)
+	}
+
+	other, _ := New(srv.URL+"/nextcloud", []byte("another-secret-0123456789abcdefghij"), nil)
+	if _, err := other.Ready(context.Background()); !errors.Is(err, ErrRefused) {
+		t.Fatalf("with another secret: %v", err)
+	}
+	if _, err := New(srv.URL, []byte("short"), nil); err == nil {
+		t.Fatal("a short secret was accepted")
+	}
+}
