@@ -52,7 +52,7 @@ bench: deps ## report throughput and latency figures (Go benchmarks) into bench.
 	@# Figures on the real Nextcloud (skipped, saying so, without a Nextcloud bundle).
 	@$(MAKE) --no-print-directory appstore >/dev/null
 	@rm -f build/bench-nextcloud.txt
-	@ISTOTA_BENCH_OUT=$(CURDIR)/build/bench-nextcloud.txt scripts/test-nextcloud.sh -run 'TestNextcloud/(install|figures)$$' >build/bench-nextcloud.log 2>&1 || { tail -40 build/bench-nextcloud.log; exit 1; }
+	@ISTOTA_BENCH_OUT=$(CURDIR)/build/bench-nextcloud.txt scripts/test-nextcloud.sh -run 'TestNextcloud/(install|figures|load)$$' >build/bench-nextcloud.log 2>&1 || { tail -40 build/bench-nextcloud.log; exit 1; }
 	@if [ -f build/bench-nextcloud.txt ]; then cat build/bench-nextcloud.txt | tee -a bench.txt; else grep -m1 SKIPPED build/bench-nextcloud.log | tee -a bench.txt; fi
 
 fmt: ## format Go code

@@ -37,7 +37,7 @@ func testFigures(t *testing.T, e *env) {
 	up := posts(withBot, "bot-up")
 	e.sc.kill()
 	down := posts(withBot, "bot-down")
-	e.sc.start() // the app hands the waiting (unaddressed) events over on the sidecar's hello
+	e.sc.start(t) // the app hands the waiting (unaddressed) events over on the sidecar's hello
 
 	base := median(without)
 	e.bench.add("POST /chat, bot not in the conversation (median of 20)", fmtDur(base), "", nil)
@@ -97,10 +97,20 @@ var (
 // phaseTimes is where a task's time went, from the sidecar's log line that ends it.
 type phaseTimes struct{ pull, agent, push time.Duration }
 
-// taskPhases reads the phases of the task whose prompt carries marker.
+// taskPhases reads the phases of the task whose prompt carries marker; withPush waits
+// for the push after the answer too.
 func (e *env) taskPhases(t *testing.T, marker string) phaseTimes {
+	return e.phasesOf(t, marker, true)
+}
+
+// agentTime is how long the agent itself ran for the task whose prompt carries marker.
+func (e *env) agentTime(t *testing.T, marker string) time.Duration {
+	return e.phasesOf(t, marker, false).agent
+}
+
+func (e *env) phasesOf(t *testing.T, marker string, withPush bool) phaseTimes {
 	t.Helper()
-	db := e.sc.db()
+	db := e.sc.db(t)
 	defer db.Close()
 	var id int64
 	if err := db.QueryRow(`SELECT id FROM tasks WHERE instr(prompt, ?) > 0 ORDER BY id DESC LIMIT 1`, marker).Scan(&id); err != nil {
@@ -125,7 +135,7 @@ func (e *env) taskPhases(t *testing.T, marker string) phaseTimes {
 				found++
 			}
 		}
-		return found == 2
+		return found == 2 || (!withPush && ph.agent > 0)
 	}, e.sc.logs)
 	return ph
 }

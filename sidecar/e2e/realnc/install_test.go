@@ -177,8 +177,8 @@ func testInstall(t *testing.T, e *env) {
 	dataDir := filepath.Join(e.root, "data")
 	e.cfgPath = writeSidecarConfig(t, e.setup, dataDir, e.api.URL())
 	// Progress messages without the 8 s spacing, so a short test task shows one.
-	e.sc = newSidecar(t, filepath.Join(e.appDir, "bin", "amd64", "istota"), e.cfgPath, e.listen, dataDir, "ISTOTA_PROGRESS_INTERVAL=0s")
-	e.sc.start()
+	e.sc = newSidecar(filepath.Join(e.appDir, "bin", "amd64", "istota"), e.cfgPath, e.listen, dataDir, "ISTOTA_PROGRESS_INTERVAL=0s")
+	e.sc.start(t)
 
 	out, err = e.sc.cli("doctor")
 	if err != nil {

@@ -49,7 +49,7 @@ func TestNextcloud(t *testing.T) {
 	e := &env{root: root, bench: newFigures()}
 	t.Cleanup(func() {
 		if e.sc != nil {
-			e.sc.stop()
+			e.sc.stop(t)
 		}
 		if e.nc != nil {
 			e.nc.stop()
@@ -75,6 +75,7 @@ func TestNextcloud(t *testing.T) {
 		{"settings api", testSettingsAPI},
 		{"access", testAccess},
 		{"figures", testFigures},
+		{"load", testLoad},
 	}
 	for _, s := range steps {
 		if !t.Run(s.name, func(t *testing.T) { s.run(t, e) }) && s.name == "install" {

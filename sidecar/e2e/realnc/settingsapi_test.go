@@ -22,8 +22,8 @@ const istotaAPI = "/ocs/v2.php/apps/istota/api/v1"
 func testSettingsAPI(t *testing.T, e *env) {
 	nc := e.nc
 	// Both users have a finished task by now (the talk step); give alice a fact too.
-	aliceTask := e.sc.count(`SELECT max(id) FROM tasks WHERE user_id = 'alice' AND status = 'completed'`)
-	bobTask := e.sc.count(`SELECT max(id) FROM tasks WHERE user_id = 'bob' AND status = 'completed'`)
+	aliceTask := e.sc.count(t, `SELECT max(id) FROM tasks WHERE user_id = 'alice' AND status = 'completed'`)
+	bobTask := e.sc.count(t, `SELECT max(id) FROM tasks WHERE user_id = 'bob' AND status = 'completed'`)
 	if aliceTask == 0 || bobTask == 0 {
 		t.Fatalf("the talk step left no finished tasks (alice %d, bob %d)", aliceTask, bobTask)
 	}
@@ -86,7 +86,7 @@ func testSettingsAPI(t *testing.T, e *env) {
 		if r := nc.ocs(t, "bob", "DELETE", fmt.Sprintf("%s/me/memory/facts/%d", istotaAPI, factID), nil); r.Status != 404 {
 			t.Errorf("bob deleting alice's fact: %d %s", r.Status, r.Raw)
 		}
-		if n := e.sc.count(`SELECT count(*) FROM knowledge_facts WHERE id = ? AND valid_until = ''`, factID); n != 1 {
+		if n := e.sc.count(t, `SELECT count(*) FROM knowledge_facts WHERE id = ? AND valid_until = ''`, factID); n != 1 {
 			t.Errorf("alice's fact was changed by bob's requests")
 		}
 		// USER.md written through the page lands in the writer's own file only.
@@ -198,7 +198,7 @@ func testSettingsAPI(t *testing.T, e *env) {
 // sleep cycle would.
 func (e *env) insertFact(t *testing.T, namespace, subject, predicate, object string) int {
 	t.Helper()
-	db := e.sc.dbRW()
+	db := e.sc.dbRW(t)
 	defer db.Close()
 	now := store.FormatTime(time.Now())
 	res, err := db.Exec(`INSERT INTO knowledge_facts (namespace, subject, predicate, object, valid_from, source, created_at) VALUES (?, ?, ?, ?, ?, 'sleep_cycle', ?)`,

@@ -25,7 +25,6 @@ const apiKey = "sk-ant-realnc-test-key-0123456789"
 
 // sidecar is the tarball's `istota serve`, run with the configuration occ wrote.
 type sidecar struct {
-	t       testing.TB
 	binary  string
 	cfgPath string
 	env     []string
@@ -74,20 +73,20 @@ func writeSidecarConfig(t testing.TB, setupFile, dataDir, apiURL string) string 
 	return path
 }
 
-func newSidecar(t testing.TB, binary, cfgPath, listen, dataDir string, env ...string) *sidecar {
-	return &sidecar{t: t, binary: binary, cfgPath: cfgPath, url: "http://" + listen, dataDir: dataDir, env: env}
+func newSidecar(binary, cfgPath, listen, dataDir string, env ...string) *sidecar {
+	return &sidecar{binary: binary, cfgPath: cfgPath, url: "http://" + listen, dataDir: dataDir, env: env}
 }
 
 // start runs `istota serve` and waits until it answers /v1/health.
-func (s *sidecar) start() {
-	s.t.Helper()
+func (s *sidecar) start(t testing.TB) {
+	t.Helper()
 	s.cmd = exec.Command(s.binary, "serve", "-c", s.cfgPath)
 	s.cmd.Env = append([]string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + os.Getenv("HOME")}, s.env...)
 	s.cmd.Stdout = &lockedWriter{mu: &s.logMu, w: &s.log}
 	s.cmd.Stderr = s.cmd.Stdout
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := s.cmd.Start(); err != nil {
-		s.t.Fatal(err)
+		t.Fatal(err)
 	}
 	exited := make(chan struct{})
 	s.exited = exited
@@ -96,7 +95,7 @@ func (s *sidecar) start() {
 	for time.Now().Before(deadline) {
 		select {
 		case <-exited:
-			s.t.Fatalf("istota serve exited at start:\n%s", s.logs())
+			t.Fatalf("istota serve exited at start:\n%s", s.logs())
 		default:
 		}
 		if resp, err := http.Get(s.url + "/v1/health"); err == nil {
@@ -107,7 +106,7 @@ func (s *sidecar) start() {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	s.t.Fatalf("istota serve did not become healthy:\n%s", s.logs())
+	t.Fatalf("istota serve did not become healthy:\n%s", s.logs())
 }
 
 func (s *sidecar) running() bool {
@@ -132,7 +131,7 @@ func (s *sidecar) kill() {
 }
 
 // stop ends it with SIGTERM.
-func (s *sidecar) stop() {
+func (s *sidecar) stop(t testing.TB) {
 	if !s.running() {
 		return
 	}
@@ -140,7 +139,7 @@ func (s *sidecar) stop() {
 	select {
 	case <-s.exited:
 	case <-time.After(30 * time.Second):
-		s.t.Errorf("istota serve did not stop on SIGTERM")
+		t.Errorf("istota serve did not stop on SIGTERM")
 		s.kill()
 	}
 }
@@ -160,36 +159,36 @@ func (s *sidecar) cli(args ...string) (string, error) {
 }
 
 // db opens the sidecar's database read-only for assertions.
-func (s *sidecar) db() *sql.DB {
-	s.t.Helper()
+func (s *sidecar) db(t testing.TB) *sql.DB {
+	t.Helper()
 	db, err := sql.Open("sqlite3", "file:"+filepath.Join(s.dataDir, "db", "istota.db")+"?mode=ro&_busy_timeout=5000")
 	if err != nil {
-		s.t.Fatal(err)
+		t.Fatal(err)
 	}
 	return db
 }
 
 // dbRW opens the sidecar's database for writing test fixtures (WAL lets it beside the
 // running sidecar).
-func (s *sidecar) dbRW() *sql.DB {
-	s.t.Helper()
+func (s *sidecar) dbRW(t testing.TB) *sql.DB {
+	t.Helper()
 	db, err := sql.Open("sqlite3", "file:"+filepath.Join(s.dataDir, "db", "istota.db")+"?_busy_timeout=10000&_foreign_keys=on")
 	if err != nil {
-		s.t.Fatal(err)
+		t.Fatal(err)
 	}
 	return db
 }
 
 // count runs a COUNT query on the sidecar's database.
-func (s *sidecar) count(query string, args ...any) int {
-	s.t.Helper()
-	db := s.db()
+func (s *sidecar) count(t testing.TB, query string, args ...any) int {
+	t.Helper()
+	db := s.db(t)
 	defer db.Close()
 	var n int
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := db.QueryRowContext(ctx, query, args...).Scan(&n); err != nil {
-		s.t.Fatalf("%s: %v", query, err)
+		t.Fatalf("%s: %v", query, err)
 	}
 	return n
 }

@@ -53,13 +53,13 @@ func replyTo(msgs []chatMessage, id int64) (chatMessage, bool) {
 // tasksWith counts the sidecar's tasks whose prompt carries marker.
 func (e *env) tasksWith(t *testing.T, marker string) int {
 	t.Helper()
-	return e.sc.count(`SELECT count(*) FROM tasks WHERE instr(prompt, ?) > 0`, marker)
+	return e.sc.count(t, `SELECT count(*) FROM tasks WHERE instr(prompt, ?) > 0`, marker)
 }
 
 // taskStatus is the status of the newest task whose prompt carries marker.
 func (e *env) taskStatus(t *testing.T, marker string) string {
 	t.Helper()
-	db := e.sc.db()
+	db := e.sc.db(t)
 	defer db.Close()
 	var st string
 	db.QueryRow(`SELECT status FROM tasks WHERE instr(prompt, ?) > 0 ORDER BY id DESC LIMIT 1`, marker).Scan(&st)
@@ -126,7 +126,7 @@ func testTalk(t *testing.T, e *env) {
 			t.Errorf("the bot worked on a message that did not address it")
 		}
 		// The request ran as bob, not as the conversation's owner.
-		if n := e.sc.count(`SELECT count(*) FROM tasks WHERE user_id = 'bob' AND instr(prompt, '[grp-1]') > 0`); n != 1 {
+		if n := e.sc.count(t, `SELECT count(*) FROM tasks WHERE user_id = 'bob' AND instr(prompt, '[grp-1]') > 0`); n != 1 {
 			t.Errorf("bob's mention made %d task(s) for bob", n)
 		}
 	})
@@ -277,7 +277,7 @@ func testSidecarDown(t *testing.T, e *env, token string) {
 	if out, _ := nc.occ("istota:self-test"); !strings.Contains(out, "✗ sidecar reachable") || !strings.Contains(out, "4 Talk event(s) waiting") {
 		t.Errorf("self-test while the sidecar is down:\n%s", out)
 	}
-	e.sc.start()
+	e.sc.start(t)
 	// The sidecar says hello to the app on start, and the app hands the waiting events
 	// over at once: no new message and no cron run are needed.
 	waitUntil(t, "every question asked while down to be answered", 2*time.Minute, func() bool {
