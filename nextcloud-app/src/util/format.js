@@ -123,3 +123,26 @@ export function formatAttempt(task) {
 	}
 	return t('istota', 'Attempt {attempt} of {max}', { attempt, max: Number(task.max_attempts) || 0 })
 }
+
+/**
+ * formatConversation names a Talk conversation for the user looking at it. Talk's own
+ * name of a one-to-one conversation is the JSON list of both user ids (`["alice","bob"]`),
+ * which is what the bot is told; people see "Conversation with bob" instead.
+ *
+ * @param {string} name the conversation's name as Talk gave it
+ * @param {string} [uid] the user looking at it, left out of the list
+ * @return {string}
+ */
+export function formatConversation(name, uid) {
+	let ids
+	try {
+		ids = JSON.parse(name)
+	} catch {
+		return name
+	}
+	if (!Array.isArray(ids) || ids.length === 0 || !ids.every((id) => typeof id === 'string')) {
+		return name
+	}
+	const others = ids.filter((id) => id !== uid)
+	return t('istota', 'Conversation with {names}', { names: (others.length ? others : ids).join(', ') })
+}

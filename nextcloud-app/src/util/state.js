@@ -20,3 +20,13 @@ export function pageState() {
 		isAdmin: Boolean(state.isAdmin),
 	}
 }
+
+/**
+ * currentUid is the logged-in user as Nextcloud's page names it (`<head data-user>`),
+ * "" when the page does not say.
+ *
+ * @return {string}
+ */
+export function currentUid() {
+	return document.head?.dataset?.user || ''
+}

@@ -18,6 +18,7 @@ import { fileURLToPath } from 'node:url'
 import { chromium } from 'playwright-core'
 import { startHarness } from './harness/server.mjs'
 import { freePort, startSidecar } from './harness/sidecar.mjs'
+import { layoutProblems } from './layout.mjs'
 
 const repoRoot = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..')
 const shots = join(repoRoot, 'build', 'screenshots')
@@ -95,9 +96,14 @@ before(async () => {
 	const now = Date.now()
 	const at = (minutesAgo) => ts(new Date(now - minutesAgo * 60000))
 	const lease = ts(new Date(now + 3600 * 1000))
+	// A request and an answer with long links, which do not wrap by themselves.
+	const longRequest = 'Read https://example.org/reports/' + 'quarterly-figures-and-projections-'.repeat(4) + 'final.pdf and summarise it for the board, ' + 'with every number checked twice, '.repeat(3)
+	const longResult = 'Summary ready: ' + 'see-https://example.org/summary/'.repeat(4) + ' ' + 'figures are up and costs are down, '.repeat(8)
 	sql(`
 INSERT INTO tasks (user_id, source, status, prompt, conversation_token, next_attempt_at, result, input_tokens, output_tokens, cost_usd, created_at, started_at, finished_at)
 VALUES ('alice', 'talk', 'completed', 'Summarise my inbox', 'note1', '${at(30)}', 'You have 3 new mails about the offsite.', 1200, 340, 0.0123, '${at(30)}', '${at(30)}', '${at(29)}');
+INSERT INTO tasks (user_id, source, status, prompt, conversation_token, next_attempt_at, result, input_tokens, output_tokens, created_at, started_at, finished_at)
+VALUES ('alice', 'talk', 'completed', '${longRequest}', 'note1', '${at(25)}', '${longResult}', 900, 120, '${at(25)}', '${at(25)}', '${at(24)}');
 INSERT INTO tasks (user_id, source, status, prompt, next_attempt_at, error, created_at, started_at, finished_at)
 VALUES ('alice', 'cron', 'failed', 'Check the build', '${at(20)}', 'The model API could not be reached.', '${at(20)}', '${at(20)}', '${at(19)}');
 INSERT INTO usage (at, user_id, task_id, model, input_tokens, output_tokens, requests, cost_usd)
@@ -143,6 +149,9 @@ describe('personal page', () => {
 				const bg = await page.evaluate(() => getComputedStyle(document.body).backgroundColor)
 				assert.equal(bg, theme === 'dark' ? 'rgb(23, 23, 23)' : 'rgb(255, 255, 255)')
 				await shot(page, `personal-status-${theme}`)
+				// The long request and answer stay inside the content area, clamped.
+				await recent.getByText('quarterly-figures').first().waitFor({ timeout: WAIT })
+				assert.deepEqual(await layoutProblems(page, { root: '#istota-personal-settings' }), [])
 				assert.deepEqual(errors, [])
 			} finally {
 				await context.close()
@@ -243,6 +252,7 @@ describe('admin page', () => {
 				assert.ok(text.trim().length > 'Tasks running at once'.length, `no message next to the field: ${text}`)
 				assert.equal(await page.locator('[data-test="admin-saved"]').count(), 0)
 				await shot(page, `admin-field-error-${theme}`)
+				assert.deepEqual(await layoutProblems(page, { root: '#istota-admin-settings' }), [])
 				assert.deepEqual(errors, [])
 			} finally {
 				await context.close()

@@ -3,7 +3,7 @@
  * SPDX-License-Identifier: AGPL-3.0-or-later
  */
 import { describe, expect, it } from 'vitest'
-import { formatAttempt, formatCost, formatDuration, formatRetry, formatTime, formatTokens } from '../../src/util/format.js'
+import { formatAttempt, formatConversation, formatCost, formatDuration, formatRetry, formatTime, formatTokens } from '../../src/util/format.js'
 
 describe('formatDuration', () => {
 	const cases = [
@@ -62,5 +62,18 @@ describe('formatRetry and formatAttempt', () => {
 		expect(formatAttempt({ status: 'running', attempts: 2, max_attempts: 4 })).toBe('Attempt 2 of 4')
 		expect(formatAttempt({ status: 'running', attempts: 1, max_attempts: 4 })).toBe('')
 		expect(formatAttempt(null)).toBe('')
+	})
+})
+
+describe('formatConversation', () => {
+	it('names a one-to-one conversation by the other participant', () => {
+		expect(formatConversation('["alice","bob"]', 'alice')).toBe('Conversation with bob')
+		expect(formatConversation('["alice","bob"]', 'bob')).toBe('Conversation with alice')
+		expect(formatConversation('["alice","bob"]', '')).toBe('Conversation with alice, bob')
+	})
+	it('keeps every other name as Talk gave it', () => {
+		for (const name of ['Team', 'Note to self', '[draft] plans', '42', '[]', '["a", 1]', '{"a":"b"}']) {
+			expect(formatConversation(name, 'alice')).toBe(name)
+		}
 	})
 })

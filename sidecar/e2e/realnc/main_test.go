@@ -72,6 +72,7 @@ func TestNextcloud(t *testing.T) {
 	}{
 		{"install", testInstall},
 		{"talk", testTalk},
+		{"pages", testPages},
 		{"settings api", testSettingsAPI},
 		{"access", testAccess},
 		{"figures", testFigures},
