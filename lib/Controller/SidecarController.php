@@ -9,6 +9,7 @@ declare(strict_types=1);
 
 namespace OCA\Istota\Controller;
 
+use OCA\Istota\Service\RawBody;
 use OCA\Istota\Service\RequestSigner;
 use OCA\Istota\Service\SidecarReady;
 use OCP\AppFramework\Http\Attribute\ApiRoute;
@@ -22,7 +23,7 @@ use OCP\IUserSession;
 use Psr\Log\LoggerInterface;
 
 /**
- * SidecarController is the one route the sidecar calls, not a user: no Nextcloud login,
+ * SidecarController holds the routes the sidecar calls, not a user: no Nextcloud login,
  * no CSRF token (it is not a browser), and instead the shared-secret signature, checked
  * by the service; wrong signatures count towards Nextcloud's brute-force protection.
  */
@@ -33,6 +34,7 @@ class SidecarController extends OcsBaseController {
 		IL10N $l10n,
 		LoggerInterface $logger,
 		private readonly SidecarReady $ready,
+		private readonly RawBody $body,
 	) {
 		parent::__construct($request, $userSession, $l10n, $logger);
 	}
@@ -44,14 +46,29 @@ class SidecarController extends OcsBaseController {
 	#[ApiRoute(verb: 'POST', url: '/api/v1/sidecar/ready')]
 	public function ready(): DataResponse {
 		return $this->respond(fn (): array => $this->ready->ready(
-			$this->request->getMethod(),
-			$this->request->getRequestUri(),
-			[
-				RequestSigner::HEADER_TIMESTAMP => $this->request->getHeader(RequestSigner::HEADER_TIMESTAMP),
-				RequestSigner::HEADER_NONCE => $this->request->getHeader(RequestSigner::HEADER_NONCE),
-				RequestSigner::HEADER_SIGNATURE => $this->request->getHeader(RequestSigner::HEADER_SIGNATURE),
-			],
-			(string)file_get_contents('php://input'),
-		));
+			$this->request->getMethod(), $this->request->getRequestUri(), $this->signatureHeaders(), $this->body()));
+	}
+
+	/** Which bot messages the sidecar is unsure about were posted (see SidecarReady::posted). */
+	#[PublicPage]
+	#[NoCSRFRequired]
+	#[BruteForceProtection(action: self::THROTTLE_ACTION)]
+	#[ApiRoute(verb: 'POST', url: '/api/v1/sidecar/posted')]
+	public function posted(): DataResponse {
+		return $this->respond(fn (): array => $this->ready->posted(
+			$this->request->getMethod(), $this->request->getRequestUri(), $this->signatureHeaders(), $this->body()));
+	}
+
+	/** @return array<string, string> */
+	private function signatureHeaders(): array {
+		return [
+			RequestSigner::HEADER_TIMESTAMP => $this->request->getHeader(RequestSigner::HEADER_TIMESTAMP),
+			RequestSigner::HEADER_NONCE => $this->request->getHeader(RequestSigner::HEADER_NONCE),
+			RequestSigner::HEADER_SIGNATURE => $this->request->getHeader(RequestSigner::HEADER_SIGNATURE),
+		];
+	}
+
+	private function body(): string {
+		return $this->body->read();
 	}
 }

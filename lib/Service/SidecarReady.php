@@ -9,7 +9,9 @@ declare(strict_types=1);
 
 namespace OCA\Istota\Service;
 
+use OCA\Istota\Db\BotMessages;
 use OCA\Istota\Exception\BadSignatureException;
+use OCA\Istota\Exception\InvalidInputException;
 use OCP\AppFramework\Utility\ITimeFactory;
 
 /**
@@ -28,6 +30,7 @@ class SidecarReady {
 		private readonly RequestSigner $signer,
 		private readonly OutboxFlusher $flusher,
 		private readonly ITimeFactory $time,
+		private readonly BotMessages $messages,
 	) {
 	}
 
@@ -37,6 +40,37 @@ class SidecarReady {
 	 * @throws BadSignatureException when the signature is missing or wrong
 	 */
 	public function ready(string $method, string $pathAndQuery, array $headers, string $body): array {
+		$this->verify($method, $pathAndQuery, $headers, $body);
+		$result = $this->flusher->flush(self::BUDGET_SECONDS, SidecarClient::DEFAULT_TIMEOUT, SidecarClient::DEFAULT_CONNECT_TIMEOUT, respectBackoff: false);
+		return ['delivered' => $result->delivered(), 'complete' => $result->drained];
+	}
+
+	/**
+	 * Which of the bot messages the sidecar is unsure about are in the conversation: body
+	 * {"token": "…", "reference_ids": ["…", …]} (at most 100).
+	 *
+	 * @param array<string, string> $headers the X-Istota-* signature headers
+	 * @return array{posted: list<string>}
+	 * @throws BadSignatureException when the signature is missing or wrong
+	 * @throws InvalidInputException when the body is not as above
+	 */
+	public function posted(string $method, string $pathAndQuery, array $headers, string $body): array {
+		$this->verify($method, $pathAndQuery, $headers, $body);
+		$in = json_decode($body, true);
+		$refs = is_array($in) ? ($in['reference_ids'] ?? null) : null;
+		$token = is_array($in) ? ($in['token'] ?? null) : null;
+		if (!is_string($token) || $token === '' || !is_array($refs) || count($refs) > 100 || !array_is_list($refs)
+			|| array_filter($refs, static fn ($r): bool => !is_string($r)) !== []) {
+			throw new InvalidInputException('want {"token": "…", "reference_ids": ["…"]} with at most 100 ids');
+		}
+		return ['posted' => $this->messages->posted($token, $refs)];
+	}
+
+	/**
+	 * @param array<string, string> $headers
+	 * @throws BadSignatureException
+	 */
+	private function verify(string $method, string $pathAndQuery, array $headers, string $body): void {
 		$ok = $this->signer->verify(
 			$this->settings->sharedSecret(),
 			$method,
@@ -50,7 +84,5 @@ class SidecarReady {
 		if (!$ok) {
 			throw new BadSignatureException();
 		}
-		$result = $this->flusher->flush(self::BUDGET_SECONDS, SidecarClient::DEFAULT_TIMEOUT, SidecarClient::DEFAULT_CONNECT_TIMEOUT, respectBackoff: false);
-		return ['delivered' => $result->delivered(), 'complete' => $result->drained];
 	}
 }

@@ -16,6 +16,7 @@ use OCA\Istota\Controller\SidecarController;
 use OCA\Istota\Controller\MemoryController;
 use OCA\Istota\Controller\PersonalSettingsController;
 use OCA\Istota\Controller\ScheduleController;
+use OCA\Istota\Db\BotMessages;
 use OCA\Istota\Db\OutboxMapper;
 use OCA\Istota\Migration\Version000100Date20261122000000;
 use OCA\Istota\Service\AddressingRule;
@@ -28,6 +29,7 @@ use OCA\Istota\Service\EventPayloadBuilder;
 use OCA\Istota\Service\MemoryService;
 use OCA\Istota\Service\MeService;
 use OCA\Istota\Service\OutboxFlusher;
+use OCA\Istota\Service\RawBody;
 use OCA\Istota\Service\RequestSigner;
 use OCA\Istota\Service\SidecarReady;
 use OCA\Istota\Service\PageState;
@@ -189,9 +191,17 @@ final class Harness {
 		return new SelfTest($this->settings, $this->client, $this->talk, $this->outbox);
 	}
 
-	public function sidecarController(TestRequest $request): SidecarController {
+	public function sidecarController(TestRequest $request, string $body = ''): SidecarController {
 		return new SidecarController($request, $this->session, $this->l10n, $this->logger,
-			new SidecarReady($this->settings, new RequestSigner(), $this->flusher, $this->clock));
+			new SidecarReady($this->settings, new RequestSigner(), $this->flusher, $this->clock, new BotMessages($this->db)),
+			new class($body) extends RawBody {
+				public function __construct(private readonly string $body) {
+				}
+
+				public function read(): string {
+					return $this->body;
+				}
+			});
 	}
 
 	public function setupService(): SetupService {

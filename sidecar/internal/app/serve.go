@@ -75,6 +75,7 @@ type sidecar struct {
 	brief     *briefing.Runner  // BRIEFINGS.md briefings
 	pages     pages             // settings pages: admin settings, their API, live progress
 	bot       botHTTP           // the connections and session the bot account reaches Nextcloud with
+	app       *appcall.Client   // the sidecar's calls to the app; nil when a CLI command has no secret
 }
 
 // botHTTP is what every client that logs in to Nextcloud as the bot account shares: one
@@ -167,8 +168,22 @@ func openSidecar(ctx context.Context, cfg config.Config, log *slog.Logger, why p
 	// The executor is built below; the closure only runs once serving has started.
 	s.queue = queue.New(s.db, queue.Options{OnReclaimFailed: func(tx *sql.Tx, t queue.Task) error { return s.exec.NotifyFailure(tx, t) }})
 
-	sender := talk.NewClient(cfg.Nextcloud.URL, []byte(cfg.Talk.BotSecret), &http.Client{Timeout: cfg.Nextcloud.RequestTimeout.Duration})
-	s.outbox = outbox.New(s.db, sender, outbox.Options{Logger: log.With("component", "outbox")})
+	s.bot = newBotHTTP(cfg)
+	sender := talk.NewClient(cfg.Nextcloud.URL, []byte(cfg.Talk.BotSecret), &http.Client{Timeout: cfg.Nextcloud.RequestTimeout.Duration, Transport: s.bot.transport})
+	outboxOpts := outbox.Options{Logger: log.With("component", "outbox")}
+	// The app answers whether an interrupted send reached Talk, so none is posted twice.
+	if s.app, err = appcall.New(cfg.Nextcloud.URL, []byte(cfg.Nextcloud.SharedSecret), &http.Client{Timeout: 40 * time.Second, Transport: s.bot.transport}); err == nil {
+		outboxOpts.Posted = func(ctx context.Context, token string, refs []string) ([]string, error) {
+			got, err := s.app.Posted(ctx, token, refs)
+			if errors.Is(err, appcall.ErrRefused) {
+				return nil, outbox.ErrCannotTell // an older app: send again, as before
+			}
+			return got, err
+		}
+	} else if why == toServe {
+		return nil, err
+	}
+	s.outbox = outbox.New(s.db, sender, outboxOpts)
 
 	s.launcher, err = newSandboxLaunchers(ctx, cfg, why != toPrompt, log.With("component", "sandbox"))
 	if err != nil {
@@ -201,7 +216,6 @@ func openSidecar(ctx context.Context, cfg config.Config, log *slog.Logger, why p
 	if err != nil {
 		return nil, err
 	}
-	s.bot = newBotHTTP(cfg)
 	files, err := s.openFiles()
 	if err != nil {
 		return nil, err
@@ -489,12 +503,7 @@ func (s *sidecar) serve(ctx context.Context) error {
 // is tried again, less and less often, for ten minutes.
 func (s *sidecar) announceReady(ctx context.Context) {
 	log := s.log.With("component", "appcall")
-	client, err := appcall.New(s.cfg.Nextcloud.URL, []byte(s.cfg.Nextcloud.SharedSecret),
-		&http.Client{Timeout: 40 * time.Second, Transport: s.bot.transport})
-	if err != nil {
-		log.Warn("cannot tell the Nextcloud app the sidecar is back", "err", err)
-		return
-	}
+	client := s.app
 	wait := time.Second
 	deadline := time.Now().Add(10 * time.Minute)
 	for {

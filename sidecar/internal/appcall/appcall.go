@@ -64,47 +64,75 @@ type ReadyResult struct {
 // Ready tells the app the sidecar is serving, so it hands over the Talk events that
 // waited in its outbox while the sidecar was down.
 func (c *Client) Ready(ctx context.Context) (ReadyResult, error) {
-	path := c.base.Path + ReadyPath
+	var out ReadyResult
+	return out, c.call(ctx, ReadyPath, nil, &out)
+}
+
+// PostedPath is the app's route for Posted.
+const PostedPath = "/ocs/v2.php/apps/istota/api/v1/sidecar/posted"
+
+// Posted asks which of the bot messages with these referenceIds are in conversation
+// token: the outbox asks before sending again a message whose earlier send may have
+// reached Talk (the process died during it, or the connection broke after the request
+// left), because Talk would post it twice.
+func (c *Client) Posted(ctx context.Context, token string, referenceIDs []string) ([]string, error) {
+	body, err := json.Marshal(map[string]any{"token": token, "reference_ids": referenceIDs})
+	if err != nil {
+		return nil, err
+	}
+	var out struct {
+		Posted []string `json:"posted"`
+	}
+	return out.Posted, c.call(ctx, PostedPath, body, &out)
+}
+
+// call POSTs body, signed, to the app's route and decodes the OCS data into out.
+func (c *Client) call(ctx context.Context, route string, body []byte, out any) error {
+	path := c.base.Path + route
 	ts := strconv.FormatInt(c.clock().Unix(), 10)
 	raw := make([]byte, 16)
 	if _, err := rand.Read(raw); err != nil {
-		return ReadyResult{}, err
+		return err
 	}
 	nonce := hex.EncodeToString(raw)
-	sig, err := signing.Sign(c.secret, http.MethodPost, path, ts, nonce, nil)
+	sig, err := signing.Sign(c.secret, http.MethodPost, path, ts, nonce, body)
 	if err != nil {
-		return ReadyResult{}, err
+		return err
 	}
 	target := *c.base
 	target.Path = path
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target.String(), bytes.NewReader(nil))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target.String(), bytes.NewReader(body))
 	if err != nil {
-		return ReadyResult{}, fmt.Errorf("appcall: %w", err)
+		return fmt.Errorf("appcall: %w", err)
 	}
 	req.Header.Set("OCS-APIRequest", "true")
 	req.Header.Set("Accept", "application/json")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	req.Header.Set(signing.HeaderTimestamp, ts)
 	req.Header.Set(signing.HeaderNonce, nonce)
 	req.Header.Set(signing.HeaderSignature, sig)
 	resp, err := c.hc.Do(req)
 	if err != nil {
-		return ReadyResult{}, fmt.Errorf("appcall: POST %s: %w", ReadyPath, err)
+		return fmt.Errorf("appcall: POST %s: %w", route, err)
 	}
 	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	answer, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	switch {
 	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusNotFound:
-		return ReadyResult{}, fmt.Errorf("%w: POST %s answered %s", ErrRefused, ReadyPath, resp.Status)
+		return fmt.Errorf("%w: POST %s answered %s", ErrRefused, route, resp.Status)
 	case resp.StatusCode != http.StatusOK:
-		return ReadyResult{}, fmt.Errorf("appcall: POST %s answered %s", ReadyPath, resp.Status)
+		return fmt.Errorf("appcall: POST %s answered %s", route, resp.Status)
 	}
-	var env struct {
+	env := struct {
 		OCS struct {
-			Data ReadyResult `json:"data"`
+			Data any `json:"data"`
 		} `json:"ocs"`
+	}{}
+	env.OCS.Data = out
+	if err := json.Unmarshal(answer, &env); err != nil {
+		return fmt.Errorf("appcall: POST %s: unreadable answer: %w", route, err)
 	}
-	if err := json.Unmarshal(body, &env); err != nil {
-		return ReadyResult{}, fmt.Errorf("appcall: POST %s: unreadable answer: %w", ReadyPath, err)
-	}
-	return env.OCS.Data, nil
+	return nil
 }

@@ -50,3 +50,23 @@ func TestReadyIsSignedAndReadsTheAnswer(t *testing.T) {
 		t.Fatal("a short secret was accepted")
 	}
 }
+
+// Posted signs its JSON body and reads the ids back.
+func TestPostedSignsItsBody(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if signing.Verify([]byte(secret), r.Method, r.URL.RequestURI(), r.Header.Get(signing.HeaderTimestamp),
+			r.Header.Get(signing.HeaderNonce), r.Header.Get(signing.HeaderSignature), body, time.Now()) != nil ||
+			string(body) != `{"reference_ids":["a","b"],"token":"room1"}` {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		io.WriteString(w, `{"ocs":{"data":{"posted":["b"]}}}`)
+	}))
+	defer srv.Close()
+	c, _ := New(srv.URL, []byte(secret), nil)
+	got, err := c.Posted(context.Background(), "room1", []string{"a", "b"})
+	if err != nil || len(got) != 1 || got[0] != "b" {
+		t.Fatalf("posted: %v %v", got, err)
+	}
+}

@@ -11,10 +11,12 @@
 // fail the row at once (a 400 for a message with a reply target is first retried once
 // without the target, since the parent may have been deleted or moved).
 //
-// Delivery is at least once. The status update after Talk's 201 is its own
-// transaction: if the process dies between the 201 and that update, the message is
-// posted again after the restart. Each part carries a deterministic referenceId, so
-// clients (and a future dedupe) can recognise the duplicate.
+// Delivery is exactly once when Options.Posted is set, at least once otherwise. A row is
+// marked in flight before each send; a send that ends without an answer from Talk (the
+// process died, or the connection broke after the request left) leaves the mark, and
+// before such a row is sent again Posted says whether Talk already has it (each part
+// carries a deterministic referenceId, which the app can look up). Without Posted, or
+// when the app cannot say, the message is sent again.
 package outbox
 
 import (
@@ -25,6 +27,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -88,7 +92,13 @@ type Options struct {
 	// KeepSent is how long sent rows are kept; within it, enqueuing the same key again
 	// is a no-op.
 	KeepSent time.Duration
+	// Posted, if set, reports which of referenceIDs are already in conversation token.
+	// It returns ErrCannotTell when it has no way to know (the message is then sent).
+	Posted func(ctx context.Context, token string, referenceIDs []string) ([]string, error)
 }
+
+// ErrCannotTell is what Options.Posted returns when it cannot find out.
+var ErrCannotTell = errors.New("outbox: cannot tell whether the message was posted")
 
 // Message is one logical message; long texts become several rows.
 type Message struct {
@@ -367,6 +377,7 @@ type row struct {
 	attempts    int
 	nextAttempt time.Time
 	lastError   string
+	inFlight    bool // an earlier send may have reached Talk
 }
 
 // pass tries every conversation's due rows in id order. A row that must wait blocks the
@@ -426,7 +437,7 @@ func (o *Outbox) pass(ctx context.Context, stopping func() bool) (sent int, next
 }
 
 func (o *Outbox) loadPending(ctx context.Context) ([]row, error) {
-	rs, err := o.db.Read.QueryContext(ctx, `SELECT id, token, message, reply_to, reference_id, kind, attempts, next_attempt_at, last_error
+	rs, err := o.db.Read.QueryContext(ctx, `SELECT id, token, message, reply_to, reference_id, kind, attempts, next_attempt_at, last_error, in_flight
 		FROM talk_outbox WHERE status = 'pending' ORDER BY id LIMIT ?`, batchSize)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: load pending: %w", err)
@@ -436,7 +447,7 @@ func (o *Outbox) loadPending(ctx context.Context) ([]row, error) {
 	for rs.Next() {
 		var r row
 		var next string
-		if err := rs.Scan(&r.id, &r.token, &r.text, &r.replyTo, &r.referenceID, &r.kind, &r.attempts, &next, &r.lastError); err != nil {
+		if err := rs.Scan(&r.id, &r.token, &r.text, &r.replyTo, &r.referenceID, &r.kind, &r.attempts, &next, &r.lastError, &r.inFlight); err != nil {
 			return nil, fmt.Errorf("outbox: scan pending: %w", err)
 		}
 		if r.nextAttempt, err = store.ParseTime(next); err != nil {
@@ -454,7 +465,30 @@ func (o *Outbox) loadPending(ctx context.Context) ([]row, error) {
 // row may be tried again (zero when it failed for good and the conversation may go on).
 // An error means the outcome could not be recorded.
 func (o *Outbox) attempt(ctx context.Context, r row) (retryAt time.Time, delivered bool, err error) {
+	if r.inFlight && o.opts.Posted != nil {
+		posted, err := o.opts.Posted(ctx, r.token, []string{r.referenceID})
+		switch {
+		case err == nil && slices.Contains(posted, r.referenceID):
+			now := o.opts.Clock()
+			if err := o.update(ctx, r.id, StatusSent, r.attempts, now, "", now, false); err != nil {
+				return time.Time{}, false, err
+			}
+			o.log.Info("talk message was already delivered by an interrupted send; not sending it again", "outbox_id", r.id, "token", r.token)
+			return time.Time{}, true, nil
+		case err == nil, errors.Is(err, ErrCannotTell):
+			// Not there (or no way to know): send it.
+		case ctx.Err() != nil:
+			return o.opts.Clock(), false, nil
+		default:
+			retry := o.opts.Clock().Add(o.backoff(r.attempts + 1))
+			o.log.Warn("cannot tell whether an interrupted send reached Talk; asking again later", "outbox_id", r.id, "token", r.token, "retry_at", retry, "err", err)
+			return retry, false, o.update(ctx, r.id, StatusPending, r.attempts+1, retry, err.Error(), time.Time{}, true)
+		}
+	}
 	for {
+		if err := o.markInFlight(ctx, r.id); err != nil {
+			return time.Time{}, false, err
+		}
 		sendErr := o.sender.SendMessage(ctx, r.token, r.text, talk.SendOptions{
 			ReplyTo:     r.replyTo,
 			ReferenceID: r.referenceID,
@@ -464,7 +498,7 @@ func (o *Outbox) attempt(ctx context.Context, r row) (retryAt time.Time, deliver
 		attempts := r.attempts + 1
 		switch {
 		case sendErr == nil:
-			err := o.update(ctx, r.id, StatusSent, attempts, now, "", now)
+			err := o.update(ctx, r.id, StatusSent, attempts, now, "", now, false)
 			if err != nil {
 				// Talk has the message; the row stays pending and will be sent again.
 				return time.Time{}, false, fmt.Errorf("outbox: record delivery of row %d (it will be sent again): %w", r.id, err)
@@ -473,7 +507,8 @@ func (o *Outbox) attempt(ctx context.Context, r row) (retryAt time.Time, deliver
 			return time.Time{}, true, nil
 
 		case ctx.Err() != nil:
-			// Shutting down: the attempt does not count and the row stays as it was.
+			// Shutting down: the attempt does not count; the row stays in flight, since
+			// the request may have left.
 			return o.opts.Clock(), false, nil
 
 		case talk.IsAuth(sendErr):
@@ -483,13 +518,13 @@ func (o *Outbox) attempt(ctx context.Context, r row) (retryAt time.Time, deliver
 			if n >= o.opts.MaxAuthAttempts {
 				o.log.Error("talk message failed: bot not accepted by Talk, giving up", "outbox_id", r.id, "token", r.token,
 					"auth_attempt", n, "max_auth_attempts", o.opts.MaxAuthAttempts, "reason", "bot not enabled in the conversation or wrong bot secret")
-				return time.Time{}, false, o.update(ctx, r.id, StatusFailed, attempts, now, reason, time.Time{})
+				return time.Time{}, false, o.update(ctx, r.id, StatusFailed, attempts, now, reason, time.Time{}, false)
 			}
 			retry := now.Add(o.opts.AuthRetryAfter)
 			o.log.Error("talk message held: bot not accepted by Talk", "outbox_id", r.id, "token", r.token,
 				"auth_attempt", n, "max_auth_attempts", o.opts.MaxAuthAttempts, "retry_at", retry,
 				"reason", "bot not enabled in the conversation or wrong bot secret")
-			return retry, false, o.update(ctx, r.id, StatusPending, attempts, retry, reason, time.Time{})
+			return retry, false, o.update(ctx, r.id, StatusPending, attempts, retry, reason, time.Time{}, false)
 
 		case talk.IsPermanent(sendErr) && isStatus(sendErr, 400) && r.replyTo != 0:
 			// The reply target may be gone or elsewhere: post the answer without it.
@@ -503,21 +538,22 @@ func (o *Outbox) attempt(ctx context.Context, r row) (retryAt time.Time, deliver
 
 		case talk.IsPermanent(sendErr):
 			o.log.Error("talk message failed permanently", "outbox_id", r.id, "token", r.token, "kind", r.kind, "err", sendErr)
-			return time.Time{}, false, o.update(ctx, r.id, StatusFailed, attempts, now, sendErr.Error(), time.Time{})
+			return time.Time{}, false, o.update(ctx, r.id, StatusFailed, attempts, now, sendErr.Error(), time.Time{}, false)
 
 		default:
 			// Retryable (network, 5xx, 429) or unexpected: wait and try again, forever.
 			retry := now.Add(o.backoff(attempts))
 			o.log.Warn("talk message not delivered, will retry", "outbox_id", r.id, "token", r.token,
 				"attempts", attempts, "retry_at", retry, "err", sendErr)
-			return retry, false, o.update(ctx, r.id, StatusPending, attempts, retry, sendErr.Error(), time.Time{})
+			return retry, false, o.update(ctx, r.id, StatusPending, attempts, retry, sendErr.Error(), time.Time{}, mayHaveArrived(sendErr))
 		}
 	}
 }
 
 // update records an attempt's outcome. It is deliberately not tied to the send's
 // context alone: a cancellation right after Talk answered must not lose the outcome.
-func (o *Outbox) update(ctx context.Context, id int64, status string, attempts int, next time.Time, lastError string, sentAt time.Time) error {
+// inFlight says whether the message may have reached Talk without an answer.
+func (o *Outbox) update(ctx context.Context, id int64, status string, attempts int, next time.Time, lastError string, sentAt time.Time, inFlight bool) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	sent := ""
@@ -525,12 +561,34 @@ func (o *Outbox) update(ctx context.Context, id int64, status string, attempts i
 		sent = store.FormatTime(sentAt)
 	}
 	_, err := o.db.Write.ExecContext(ctx, `UPDATE talk_outbox
-		SET status = ?, attempts = ?, next_attempt_at = ?, last_error = ?, sent_at = ?
-		WHERE id = ?`, status, attempts, store.FormatTime(next), lastError, sent, id)
+		SET status = ?, attempts = ?, next_attempt_at = ?, last_error = ?, sent_at = ?, in_flight = ?
+		WHERE id = ?`, status, attempts, store.FormatTime(next), lastError, sent, inFlight, id)
 	if err != nil {
 		return fmt.Errorf("outbox: update row %d: %w", id, err)
 	}
 	return nil
+}
+
+// markInFlight records that a send of row id starts; only an answer from Talk clears it.
+func (o *Outbox) markInFlight(ctx context.Context, id int64) error {
+	if _, err := o.db.Write.ExecContext(ctx, `UPDATE talk_outbox SET in_flight = 1 WHERE id = ?`, id); err != nil {
+		return fmt.Errorf("outbox: mark row %d in flight: %w", id, err)
+	}
+	return nil
+}
+
+// mayHaveArrived reports whether a failed send may still have reached Talk: any failure
+// other than an HTTP answer or a connection that was never made.
+func mayHaveArrived(err error) bool {
+	var se *talk.StatusError
+	if errors.As(err, &se) {
+		return false
+	}
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return false
+	}
+	return true
 }
 
 // backoff is MinBackoff doubled per earlier failed attempt, capped at MaxBackoff.

@@ -8,8 +8,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -717,5 +720,126 @@ func TestReferenceID(t *testing.T) {
 	}
 	if ReferenceID("k", 0) == ReferenceID("k", 1) || ReferenceID("k", 1) == ReferenceID("k1", 0) {
 		t.Fatal("reference ids collide")
+	}
+}
+
+// lostAnswer sends through Talk, then reports the connection broken, as when the
+// process or the network dies after Talk stored the message but before its 201 arrived.
+type lostAnswer struct {
+	Sender
+	lose bool
+}
+
+func (l *lostAnswer) SendMessage(ctx context.Context, token, message string, opts talk.SendOptions) error {
+	err := l.Sender.SendMessage(ctx, token, message, opts)
+	if l.lose {
+		l.lose = false
+		return fmt.Errorf("talk: send message: %w", io.ErrUnexpectedEOF)
+	}
+	return err
+}
+
+// A send whose answer was lost is not repeated when the app says Talk has the message;
+// it is sent when Talk does not have it, or when the app cannot tell; and while the app
+// cannot be asked, it waits.
+func TestInterruptedSendIsNotPostedTwice(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		posted   func(e *env) func(context.Context, string, []string) ([]string, error)
+		wantMsgs int
+	}{
+		{"talk has it", func(e *env) func(context.Context, string, []string) ([]string, error) {
+			return func(_ context.Context, token string, refs []string) ([]string, error) {
+				var out []string
+				for _, m := range e.talk.Messages() {
+					if m.Token == token && slices.Contains(refs, m.ReferenceID) {
+						out = append(out, m.ReferenceID)
+					}
+				}
+				return out, nil
+			}
+		}, 1},
+		{"the app cannot tell", func(*env) func(context.Context, string, []string) ([]string, error) {
+			return func(context.Context, string, []string) ([]string, error) { return nil, ErrCannotTell }
+		}, 2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t)
+			e.opts.Posted = c.posted(e)
+			lost := &lostAnswer{Sender: e.client, lose: true}
+			e.ob = New(e.db, lost, e.opts)
+			e.enqueue(Message{Token: tokA, Text: "the answer", ReplyTo: 100, Key: "task:1:reply"})
+			if n := e.deliver(); n != 0 {
+				t.Fatalf("a send without an answer counted as delivered")
+			}
+			var inFlight bool
+			e.db.Read.QueryRow(`SELECT in_flight FROM talk_outbox`).Scan(&inFlight)
+			if !inFlight {
+				t.Fatal("the row is not marked in flight after a lost answer")
+			}
+			// A restart, and the retry comes due.
+			e.open()
+			e.ob = New(e.db, e.client, e.opts)
+			e.clock.Advance(time.Hour)
+			e.deliver()
+			if got := len(e.talk.Messages()); got != c.wantMsgs {
+				t.Fatalf("Talk has %d message(s), want %d", got, c.wantMsgs)
+			}
+			if list := e.entries(tokA); len(list) != 1 || list[0].Status != StatusSent {
+				t.Fatalf("row: %+v", list)
+			}
+		})
+	}
+}
+
+// brokenBeforeTalk fails like a connection that broke after the request left, but Talk
+// never got it.
+type brokenBeforeTalk struct{}
+
+func (brokenBeforeTalk) SendMessage(context.Context, string, string, talk.SendOptions) error {
+	return fmt.Errorf("talk: send message: %w", io.ErrUnexpectedEOF)
+}
+
+// While the app cannot be asked (Nextcloud down), an unsure row waits rather than risk a
+// duplicate; once the app says Talk does not have it, it is sent, once.
+func TestUnsureRowWaitsForTheApp(t *testing.T) {
+	e := newEnv(t)
+	asked := 0
+	e.opts.Posted = func(context.Context, string, []string) ([]string, error) {
+		asked++
+		if asked == 1 {
+			return nil, errors.New("nextcloud is down")
+		}
+		return nil, nil
+	}
+	e.ob = New(e.db, brokenBeforeTalk{}, e.opts)
+	e.enqueue(Message{Token: tokA, Text: "hello", Key: "k1"})
+	e.deliver()
+	e.ob = New(e.db, e.client, e.opts)
+	e.clock.Advance(time.Hour)
+	e.deliver()
+	if asked != 1 || len(e.talk.Messages()) != 0 {
+		t.Fatalf("while the app is down: asked %d time(s), Talk has %d message(s)", asked, len(e.talk.Messages()))
+	}
+	e.clock.Advance(time.Hour)
+	e.deliver()
+	if asked != 2 || len(e.talk.Messages()) != 1 {
+		t.Fatalf("after the app answered: asked %d time(s), Talk has %d message(s)", asked, len(e.talk.Messages()))
+	}
+}
+
+// A send Talk answered with an error, or that never connected, did not arrive: the next
+// try does not need to ask.
+func TestDefiniteFailuresAreNotUnsure(t *testing.T) {
+	for _, err := range []error{
+		&talk.StatusError{Op: "send message", Status: 503},
+		fmt.Errorf("talk: send message: %w", &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}),
+	} {
+		if mayHaveArrived(err) {
+			t.Errorf("%v counted as possibly arrived", err)
+		}
+	}
+	if !mayHaveArrived(fmt.Errorf("talk: send message: %w", io.ErrUnexpectedEOF)) {
+		t.Error("a broken connection counted as not arrived")
 	}
 }

@@ -70,6 +70,7 @@ class RoutesTest extends TestCase {
 		'GET admin/settings' => 'admin',
 		'PUT admin/settings' => 'admin',
 		'POST sidecar/ready' => 'sidecar',
+		'POST sidecar/posted' => 'sidecar',
 	];
 
 	/**

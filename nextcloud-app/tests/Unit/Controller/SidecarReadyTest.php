@@ -93,4 +93,31 @@ class SidecarReadyTest extends TestCase {
 		$this->assertSame(0, $this->delivered());
 		$this->assertCount(2, $this->h->outbox->head(10));
 	}
+
+	public function testPostedTellsWhichBotMessagesAreInTheConversation(): void {
+		// Talk's tables as Nextcloud 31 has them (the columns the lookup reads).
+		$pdo = $this->h->db->pdo();
+		$pdo->exec('CREATE TABLE oc_talk_rooms (id INTEGER PRIMARY KEY, token VARCHAR(32))');
+		$pdo->exec('CREATE TABLE oc_comments (id INTEGER PRIMARY KEY, actor_type VARCHAR(64), object_type VARCHAR(64), object_id VARCHAR(64), reference_id VARCHAR(64))');
+		$pdo->exec("INSERT INTO oc_talk_rooms (id, token) VALUES (7, 'room1'), (8, 'room2')");
+		$pdo->exec("INSERT INTO oc_comments (actor_type, object_type, object_id, reference_id) VALUES
+			('bots', 'chat', '7', 'ref-posted'),
+			('users', 'chat', '7', 'ref-by-a-user'),
+			('bots', 'chat', '8', 'ref-elsewhere')");
+		$body = json_encode(['token' => 'room1', 'reference_ids' => ['ref-posted', 'ref-by-a-user', 'ref-elsewhere', 'ref-never']]);
+		$uri = '/ocs/v2.php/apps/istota/api/v1/sidecar/posted';
+		$headers = (new RequestSigner())->headers(self::SECRET, 'POST', $uri, $body, time());
+		$response = $this->h->sidecarController(new TestRequest('POST', $headers, [], $uri), $body)->posted();
+		$this->assertSame(200, $response->getStatus());
+		$this->assertSame(['posted' => ['ref-posted']], $response->getData());
+
+		// Unsigned: refused, nothing read.
+		$response = $this->h->sidecarController(new TestRequest('POST', [], [], $uri), $body)->posted();
+		$this->assertSame(401, $response->getStatus());
+		// Signed but malformed: a clear 400.
+		$bad = '{"token":"room1","reference_ids":"ref-posted"}';
+		$headers = (new RequestSigner())->headers(self::SECRET, 'POST', $uri, $bad, time());
+		$response = $this->h->sidecarController(new TestRequest('POST', $headers, [], $uri), $bad)->posted();
+		$this->assertSame(400, $response->getStatus());
+	}
 }
