@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/istota/istota/sidecar/internal/brain/claude/fakeapi"
+	"github.com/istota/istota/sidecar/internal/store"
 )
 
 // testLoad is `make bench`'s part on the real Nextcloud: the first answer of a new
@@ -168,20 +169,12 @@ func loadBurst(t *testing.T, e *env, users []string, rooms map[string]string, ch
 	}
 	wg.Wait()
 
+	// Progress is read from the sidecar's outbox (answers Talk accepted), not by polling
+	// twenty conversations, which would load the same two cores the work runs on; Talk
+	// itself is checked once at the end.
 	answered := func() int {
-		n := 0
-		for _, u := range users {
-			msgs := e.nc.messages(t, u, rooms[u])
-			for _, a := range all {
-				if a.user != u {
-					continue
-				}
-				if _, ok := replyTo(msgs, a.id); ok {
-					n++
-				}
-			}
-		}
-		return n
+		return e.sc.count(t, `SELECT count(*) FROM talk_outbox o JOIN tasks k ON k.id = o.task_id
+			WHERE o.kind = 'reply' AND o.status = 'sent' AND instr(k.prompt, ?) > 0`, "["+label+"-")
 	}
 	if chaos {
 		// Kill the sidecar twice while it answers, restarting it at once.
@@ -198,7 +191,16 @@ func loadBurst(t *testing.T, e *env, users []string, rooms map[string]string, ch
 		e.nc.start()
 	}
 	waitUntil(t, "every question of the "+label+" answered", 15*time.Minute, func() bool { return answered() >= len(all) }, e.sc.logs)
-	elapsed := time.Since(start)
+	db := e.sc.db(t)
+	var lastSent string
+	db.QueryRow(`SELECT max(o.sent_at) FROM talk_outbox o JOIN tasks k ON k.id = o.task_id
+		WHERE o.kind = 'reply' AND instr(k.prompt, ?) > 0`, "["+label+"-").Scan(&lastSent)
+	db.Close()
+	last, err := store.ParseTime(lastSent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	elapsed := last.Sub(start)
 
 	// Exactly once: count the replies to every question, and the tasks made for it.
 	replies := map[int64]int{}

@@ -50,6 +50,9 @@ func TestNextcloud(t *testing.T) {
 	t.Cleanup(func() {
 		if e.sc != nil {
 			e.sc.stop(t)
+			if path := os.Getenv("ISTOTA_SIDECAR_LOG"); path != "" {
+				os.WriteFile(path, []byte(e.sc.logs()), 0o644)
+			}
 		}
 		if e.nc != nil {
 			e.nc.stop()

@@ -71,6 +71,9 @@ func cmdTask(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return fmt.Errorf("claim task #%d: %w", t.ID, err)
 	}
 	s.exec.Handle(ctx, claimed)
+	if err := s.exec.Wait(ctx); err != nil {
+		return err
+	}
 	return printOutcome(ctx, s.queue, t.ID, stdout)
 }
 

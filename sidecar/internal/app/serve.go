@@ -488,6 +488,9 @@ func (s *sidecar) serve(ctx context.Context) error {
 	if err := s.pool.Close(shutdownCtx); err != nil {
 		s.log.Warn("worker shutdown", "err", err)
 	}
+	if err := s.exec.Wait(shutdownCtx); err != nil {
+		s.log.Warn("executor shutdown", "err", err)
+	}
 	if err := s.outbox.Close(shutdownCtx); err != nil {
 		s.log.Warn("outbox shutdown", "err", err)
 	}

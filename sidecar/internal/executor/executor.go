@@ -169,7 +169,18 @@ type Executor struct {
 	brain     brain.Brain
 	launchers Launchers
 	opts      Options
+
+	// pushes are the uploads after answers, run outside the worker's slot so the next
+	// task starts while Nextcloud takes the files; pushSlots bounds them.
+	pushes    sync.WaitGroup
+	pushSlots chan struct{}
+	// stopPushes cancels pushCtx, under which the pushes run, when Wait gives up.
+	pushCtx    context.Context
+	stopPushes context.CancelFunc
 }
+
+// maxPushes bounds the uploads running after answers at once.
+const maxPushes = 8
 
 // New returns an Executor.
 func New(db *store.DB, q *queue.Queue, ob *outbox.Outbox, b brain.Brain, l Launchers, opts Options) *Executor {
@@ -185,7 +196,9 @@ func New(db *store.DB, q *queue.Queue, ob *outbox.Outbox, b brain.Brain, l Launc
 	if opts.TaskTimeout <= 0 {
 		opts.TaskTimeout = 15 * time.Minute
 	}
-	return &Executor{db: db, queue: q, outbox: ob, brain: b, launchers: l, opts: opts}
+	pushCtx, stop := context.WithCancel(context.Background())
+	return &Executor{db: db, queue: q, outbox: ob, brain: b, launchers: l, opts: opts,
+		pushSlots: make(chan struct{}, maxPushes), pushCtx: pushCtx, stopPushes: stop}
 }
 
 // Handle is the worker pool's handler: it owns the task from Start to Complete or Fail.
@@ -197,16 +210,13 @@ func (e *Executor) Handle(ctx context.Context, t queue.Task) {
 	}
 	var ph phases
 	res, runErr := e.run(ctx, t, log, &ph)
-	// Whatever happened to the run (even !stop), what the agent wrote reaches Nextcloud;
-	// after the answer is on its way, so it never waits for the upload. The user's next
-	// task may be claimed meanwhile, but its pull waits for this push (one sync of a tree
-	// at a time), so it starts from the pushed state; and a crash before the push ends
-	// loses nothing: every sync is two-way, so the next one sends what is left.
-	defer func() {
-		start := time.Now()
-		e.pushFiles(ctx, t, log)
-		log.Debug("task files pushed", "push_ms", time.Since(start).Milliseconds())
-	}()
+	// Whatever happened to the run (even !stop), what the agent wrote reaches Nextcloud:
+	// after the answer is on its way and outside the worker's slot, so neither the answer
+	// nor the next task waits for the upload. The user's next task may start meanwhile,
+	// but its pull waits for this push (one sync of a tree at a time), so it starts from
+	// the pushed state; and a crash before the push ends loses nothing: every sync is
+	// two-way, so the next one sends what is left.
+	defer e.pushAfter(t, log)
 	log = log.With("pull_ms", ph.pull.Milliseconds(), "agent_ms", ph.agent.Milliseconds())
 	switch {
 	case errors.Is(ctx.Err(), context.Canceled) && !errors.Is(runErr, context.DeadlineExceeded):
@@ -342,11 +352,44 @@ func (e *Executor) pullFiles(ctx context.Context, t queue.Task, log *slog.Logger
 	wg.Wait()
 }
 
+// pushAfter starts the push of a finished task's files, waiting for a free push slot
+// first so that a slow Nextcloud holds the workers back rather than piling up uploads.
+func (e *Executor) pushAfter(t queue.Task, log *slog.Logger) {
+	if e.opts.Files == nil {
+		return
+	}
+	e.pushSlots <- struct{}{}
+	e.pushes.Add(1)
+	go func() {
+		defer e.pushes.Done()
+		defer func() { <-e.pushSlots }()
+		start := time.Now()
+		e.pushFiles(e.pushCtx, t, log)
+		log.Debug("task files pushed", "push_ms", time.Since(start).Milliseconds())
+	}()
+}
+
+// Wait returns when the pushes after answers have ended (they outlive their tasks'
+// handlers), or when ctx ends.
+func (e *Executor) Wait(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() { e.pushes.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		// What they did not send stays in the mirrors for the next sync.
+		e.stopPushes()
+		<-done
+		return fmt.Errorf("executor: uploads after answers stopped unfinished: %w", ctx.Err())
+	}
+}
+
 func (e *Executor) pushFiles(ctx context.Context, t queue.Task, log *slog.Logger) {
 	if e.opts.Files == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	if rep, err := e.opts.Files.Finish(ctx, t.UserID); err != nil {
 		log.Warn("pushing the user's files failed; they are retried", "err", err)

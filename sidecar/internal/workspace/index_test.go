@@ -211,3 +211,33 @@ func TestSyncedUserIsPulledEvenIfNotRecordedAsProvisioned(t *testing.T) {
 		t.Fatalf("prepare: %+v %v", rep, err)
 	}
 }
+
+// After a task that wrote nothing, Finish asks Nextcloud nothing; after one that wrote a
+// file, it sends it.
+func TestFinishAsksNothingWhenTheTaskWroteNothing(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, nil)
+	if _, err := e.ws.Prepare(ctx, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.ws.Finish(ctx, "alice"); err != nil { // the new user's provisioning
+		t.Fatal(err)
+	}
+	if _, err := e.ws.Prepare(ctx, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	e.srv.Requests()
+	if rep, err := e.ws.Finish(ctx, "alice"); err != nil || rep.Changed() {
+		t.Fatalf("finish: %+v %v", rep, err)
+	}
+	if reqs := e.srv.Requests(); len(reqs) != 0 {
+		t.Fatalf("a task that wrote nothing cost %d request(s): %v", len(reqs), reqs)
+	}
+	e.writeLocal("alice", "istota/exports/report.md", "new")
+	if rep, err := e.ws.Finish(ctx, "alice"); err != nil || len(rep.Uploaded) != 1 {
+		t.Fatalf("finish after a write: %+v %v", rep, err)
+	}
+	if got, _ := e.srv.ReadFile("Users/alice/istota/exports/report.md"); got != "new" {
+		t.Fatalf("server has %q", got)
+	}
+}

@@ -127,6 +127,10 @@ func (w *Workspace) Push(ctx context.Context, uid string) (Report, error) {
 	return w.sync(ctx, t, "push")
 }
 
+// opAfterTask is the sync after a task (Finish): like a push, but it asks Nextcloud
+// nothing when the mirror is as last agreed.
+const opAfterTask = "after-task"
+
 // PullChannel syncs a conversation's /Channels/{token} mirror before a task.
 func (w *Workspace) PullChannel(ctx context.Context, token string) (Report, error) {
 	t, err := w.channelTree(token)
@@ -159,12 +163,22 @@ func (w *Workspace) RetryFailed(ctx context.Context) error {
 	sort.Strings(keys)
 	var errs []error
 	for _, k := range keys {
-		// Finish provisions first: a new user whose provisioning failed is retried too.
+		// Provisioned first: a new user whose provisioning failed is retried too.
+		var t tree
 		var err error
 		if token, ok := strings.CutPrefix(k, channelKeyPrefix); ok {
-			_, err = w.FinishChannel(ctx, token)
+			if err = w.ProvisionChannel(ctx, token); err == nil {
+				t, err = w.channelTree(token)
+			}
 		} else {
-			_, err = w.Finish(ctx, k)
+			if err = w.Provision(ctx, k); err == nil {
+				t, err = w.userTree(k)
+			}
+		}
+		if err == nil {
+			_, err = w.sync(ctx, t, "retry")
+		} else {
+			w.markSynced(k, err)
 		}
 		if err != nil {
 			errs = append(errs, err)
@@ -288,7 +302,22 @@ func (w *Workspace) syncLocked(ctx context.Context, t tree, op string) (Report, 
 		rfiles: map[string]remoteFile{}, rdirs: map[string]bool{},
 		live: map[string]bool{}, skip: map[string]string{}, taken: map[string]bool{},
 	}
-	// The listing comes first: if Nextcloud cannot be reached nothing is touched.
+	if op == opAfterTask {
+		// After a task: when the mirror is exactly as last agreed, there is nothing to
+		// send, and what changed in Nextcloud meanwhile comes with the next pull; so
+		// Nextcloud is not asked at all.
+		if r.state, err = w.loadState(ctx, t.key); err != nil {
+			return Report{}, err
+		}
+		if err := r.scanLocal(); err != nil {
+			return Report{}, fmt.Errorf("workspace: %s %s: scan mirror: %w", op, t.remote, err)
+		}
+		if r.localMatchesState() {
+			return Report{}, nil
+		}
+	}
+	// The listing comes before any change: if Nextcloud cannot be reached nothing is
+	// touched.
 	list, err := w.listRemote(ctx, t)
 	switch {
 	case errors.Is(err, webdav.ErrNotFound):
@@ -299,12 +328,13 @@ func (w *Workspace) syncLocked(ctx context.Context, t tree, op string) (Report, 
 	case err != nil:
 		return Report{}, fmt.Errorf("workspace: %s %s: list Nextcloud: %w", op, t.remote, err)
 	}
-	r.state, err = w.loadState(ctx, t.key)
-	if err != nil {
-		return Report{}, err
-	}
-	if err := r.scanLocal(); err != nil {
-		return Report{}, fmt.Errorf("workspace: %s %s: scan mirror: %w", op, t.remote, err)
+	if r.state == nil {
+		if r.state, err = w.loadState(ctx, t.key); err != nil {
+			return Report{}, err
+		}
+		if err := r.scanLocal(); err != nil {
+			return Report{}, fmt.Errorf("workspace: %s %s: scan mirror: %w", op, t.remote, err)
+		}
 	}
 	r.scanRemote(list)
 	r.findClashes()
@@ -454,6 +484,36 @@ func (r *run) walkLocal(max int64) error {
 		}
 		return nil
 	})
+}
+
+// localMatchesState reports whether the scanned mirror holds exactly the files and
+// folders last agreed with Nextcloud, with the same contents.
+func (r *run) localMatchesState() bool {
+	if len(r.skip) > 0 {
+		return false // let a full sync report what it leaves alone
+	}
+	for p, a := range r.state {
+		if d, ok := strings.CutSuffix(p, "/"); ok {
+			if !r.ldirs[d] {
+				return false
+			}
+			continue
+		}
+		if lf, ok := r.lfiles[p]; !ok || lf.hash != a.hash {
+			return false
+		}
+	}
+	for p := range r.lfiles {
+		if _, ok := r.state[p]; !ok {
+			return false
+		}
+	}
+	for d := range r.ldirs {
+		if _, ok := r.state[d+"/"]; !ok {
+			return false
+		}
+	}
+	return true
 }
 
 func hashLocal(root *os.Root, p string) (string, error) {

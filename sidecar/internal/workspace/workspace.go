@@ -378,7 +378,11 @@ func (w *Workspace) Finish(ctx context.Context, uid string) (Report, error) {
 		w.markSynced(uid, err) // RetryFailed tries again
 		return Report{}, err
 	}
-	return w.Push(ctx, uid)
+	t, err := w.userTree(uid)
+	if err != nil {
+		return Report{}, err
+	}
+	return w.sync(ctx, t, opAfterTask)
 }
 
 // PrepareChannel and FinishChannel are Prepare and Finish for a conversation's folder.
@@ -405,7 +409,11 @@ func (w *Workspace) FinishChannel(ctx context.Context, token string) (Report, er
 		w.markSynced(channelKeyPrefix+token, err)
 		return Report{}, err
 	}
-	return w.PushChannel(ctx, token)
+	t, err := w.channelTree(token)
+	if err != nil {
+		return Report{}, err
+	}
+	return w.sync(ctx, t, opAfterTask)
 }
 
 // seedLocal creates a tree's folders and seed files in its mirror where missing.
