@@ -315,6 +315,7 @@ func openSidecar(ctx context.Context, cfg config.Config, log *slog.Logger, why p
 		Memory:    memoryView{dataDir: s.cfg.DataDir, botDir: strings.ToLower(cfg.Talk.BotName), graph: s.graph, mem: s.mem},
 		OnTask:    s.pool.Wake,
 		OnReply:   s.outbox.Wake,
+		Prefetch:  s.prefetch,
 		Access:    s.pages.settings,
 		Budget:    s.budget(),
 	})
@@ -491,6 +492,9 @@ func (s *sidecar) serve(ctx context.Context) error {
 	if err := s.exec.Wait(shutdownCtx); err != nil {
 		s.log.Warn("executor shutdown", "err", err)
 	}
+	if s.files != nil {
+		s.files.Close()
+	}
 	if err := s.outbox.Close(shutdownCtx); err != nil {
 		s.log.Warn("outbox shutdown", "err", err)
 	}
@@ -498,6 +502,13 @@ func (s *sidecar) serve(ctx context.Context) error {
 		return fmt.Errorf("http server: %w", serveErr)
 	}
 	return nil
+}
+
+// prefetch starts fetching the files a new Talk task needs while it waits.
+func (s *sidecar) prefetch(uid, token string) {
+	if s.files != nil {
+		s.files.Prefetch(uid, token)
+	}
 }
 
 // announceReady tells the Nextcloud app that the sidecar serves, so the Talk events that

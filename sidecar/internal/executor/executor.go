@@ -51,9 +51,10 @@ type Workspace struct {
 type Files interface {
 	// Prepare readies a user's mirror before a task (pull, or for a new user only the
 	// seed files locally); Finish sends what the task wrote (provisioning a new user).
-	Prepare(ctx context.Context, uid string) (workspace.Report, error)
+	// since is when the task was made: a sync begun after it needs no repeating.
+	Prepare(ctx context.Context, uid string, since time.Time) (workspace.Report, error)
 	Finish(ctx context.Context, uid string) (workspace.Report, error)
-	PrepareChannel(ctx context.Context, token string) (workspace.Report, error)
+	PrepareChannel(ctx context.Context, token string, since time.Time) (workspace.Report, error)
 	FinishChannel(ctx context.Context, token string) (workspace.Report, error)
 }
 
@@ -331,20 +332,26 @@ func (e *Executor) pullFiles(ctx context.Context, t queue.Task, log *slog.Logger
 	if e.opts.Files == nil {
 		return
 	}
+	// A sync begun after the task was made (the prefetch queued with it, usually) saw
+	// everything its request can refer to. A retry pulls afresh: time has passed.
+	since := t.CreatedAt
+	if t.Attempts > 0 {
+		since = time.Time{}
+	}
 	// The user's tree and the conversation's are independent: pull both at once.
 	var wg sync.WaitGroup
 	if t.ConversationToken != "" {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if rep, err := e.opts.Files.PrepareChannel(ctx, t.ConversationToken); err != nil {
+			if rep, err := e.opts.Files.PrepareChannel(ctx, t.ConversationToken, since); err != nil {
 				log.Warn("pulling the conversation folder failed", "err", err)
 			} else {
 				logConflicts(log, rep)
 			}
 		}()
 	}
-	if rep, err := e.opts.Files.Prepare(ctx, t.UserID); err != nil {
+	if rep, err := e.opts.Files.Prepare(ctx, t.UserID, since); err != nil {
 		log.Warn("pulling the user's files failed; running on the local mirror as it is", "err", err)
 	} else {
 		logConflicts(log, rep)

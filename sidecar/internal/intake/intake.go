@@ -155,8 +155,11 @@ type Options struct {
 	// no budget.
 	Budget Budget
 	// OnTask and OnReply are wake-up hints for the worker pool and the outbox.
-	OnTask  func()
-	OnReply func()
+	OnTask func()
+	// Prefetch, if set, is told whose files a new task will need (the sender's and the
+	// conversation's), so they can be fetched while the task waits.
+	Prefetch func(uid, token string)
+	OnReply  func()
 }
 
 // Intake handles forwarded Talk events.
@@ -329,6 +332,9 @@ func (in *Intake) handleMessage(ctx context.Context, p Payload, ev talk.Event) (
 		}
 	}
 	if woke.task {
+		if in.opts.Prefetch != nil {
+			in.opts.Prefetch(p.Sender.UID, ev.Token)
+		}
 		in.opts.OnTask()
 	}
 	if woke.reply {

@@ -156,7 +156,7 @@ func TestNewUserIsProvisionedAfterTheFirstTask(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t, nil)
 	e.srv.Requests()
-	if _, err := e.ws.Prepare(ctx, "alice"); err != nil {
+	if _, err := e.ws.Prepare(ctx, "alice", time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	if reqs := e.srv.Requests(); len(reqs) != 0 {
@@ -181,7 +181,7 @@ func TestNewUserIsProvisionedAfterTheFirstTask(t *testing.T) {
 
 	e.ws = e.newWorkspace() // a restart
 	e.srv.Requests()
-	if _, err := e.ws.Prepare(ctx, "alice"); err != nil {
+	if _, err := e.ws.Prepare(ctx, "alice", time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range e.srv.Requests() {
@@ -207,7 +207,7 @@ func TestSyncedUserIsPulledEvenIfNotRecordedAsProvisioned(t *testing.T) {
 	}
 	e.ws = e.newWorkspace()
 	e.srv.WriteFile("Users/alice/notes/new.md", "edited in Nextcloud")
-	if rep, err := e.ws.Prepare(ctx, "alice"); err != nil || len(rep.Downloaded) != 1 {
+	if rep, err := e.ws.Prepare(ctx, "alice", time.Time{}); err != nil || len(rep.Downloaded) != 1 {
 		t.Fatalf("prepare: %+v %v", rep, err)
 	}
 }
@@ -217,13 +217,13 @@ func TestSyncedUserIsPulledEvenIfNotRecordedAsProvisioned(t *testing.T) {
 func TestFinishAsksNothingWhenTheTaskWroteNothing(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t, nil)
-	if _, err := e.ws.Prepare(ctx, "alice"); err != nil {
+	if _, err := e.ws.Prepare(ctx, "alice", time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.ws.Finish(ctx, "alice"); err != nil { // the new user's provisioning
 		t.Fatal(err)
 	}
-	if _, err := e.ws.Prepare(ctx, "alice"); err != nil {
+	if _, err := e.ws.Prepare(ctx, "alice", time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	e.srv.Requests()
@@ -239,5 +239,44 @@ func TestFinishAsksNothingWhenTheTaskWroteNothing(t *testing.T) {
 	}
 	if got, _ := e.srv.ReadFile("Users/alice/istota/exports/report.md"); got != "new" {
 		t.Fatalf("server has %q", got)
+	}
+}
+
+// A task queued after a prefetch began needs no pull of its own; a task made after the
+// last check pulls; and an edit in Nextcloud made before the message is always seen.
+func TestPrefetchSparesTheTaskItsPull(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
+	e := newEnv(t, func(o *workspace.Options) { o.Clock = func() time.Time { return now } })
+	if err := e.ws.Provision(ctx, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.ws.Pull(ctx, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	// The user edits a file, then sends a message: the task is made, the prefetch runs.
+	e.srv.WriteFile("Users/alice/notes/plan.md", "edited before asking")
+	now = now.Add(time.Second)
+	taskMade := now
+	e.ws.Prefetch("alice", "")
+	e.ws.Settle()
+	e.srv.Requests()
+	if _, err := e.ws.Prepare(ctx, "alice", taskMade); err != nil {
+		t.Fatal(err)
+	}
+	if reqs := e.srv.Requests(); len(reqs) != 0 {
+		t.Fatalf("the task pulled again after its prefetch: %v", reqs)
+	}
+	if got, _ := e.readLocal("alice", "notes/plan.md"); got != "edited before asking" {
+		t.Fatalf("the edit made before the message is not in the mirror: %q", got)
+	}
+	// A later task pulls itself.
+	now = now.Add(time.Minute)
+	e.srv.WriteFile("Users/alice/notes/plan.md", "edited again")
+	if _, err := e.ws.Prepare(ctx, "alice", now); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := e.readLocal("alice", "notes/plan.md"); got != "edited again" {
+		t.Fatalf("a later task missed the edit: %q", got)
 	}
 }

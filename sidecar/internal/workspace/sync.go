@@ -270,6 +270,12 @@ type run struct {
 }
 
 func (w *Workspace) sync(ctx context.Context, t tree, op string) (Report, error) {
+	return w.syncSince(ctx, t, op, time.Time{})
+}
+
+// syncSince syncs t unless a sync that asked Nextcloud began at or after since (one
+// that ran, or waited for the lock, meanwhile); a zero since always syncs.
+func (w *Workspace) syncSince(ctx context.Context, t tree, op string, since time.Time) (Report, error) {
 	if w.opts.Mode == ModeMount {
 		return Report{}, nil
 	}
@@ -278,21 +284,36 @@ func (w *Workspace) sync(ctx context.Context, t tree, op string) (Report, error)
 		return Report{}, err
 	}
 	defer unlock()
-	rep, err := w.syncLocked(ctx, t, op)
+	w.mu.Lock()
+	checked := w.checked[t.key]
+	w.mu.Unlock()
+	if !since.IsZero() && !checked.Before(since) {
+		return Report{}, nil
+	}
+	start := w.opts.Clock()
+	rep, asked, err := w.syncLocked(ctx, t, op)
 	w.markSynced(t.key, err)
+	if err == nil && asked {
+		w.mu.Lock()
+		if start.After(w.checked[t.key]) {
+			w.checked[t.key] = start
+		}
+		w.mu.Unlock()
+	}
 	return rep, err
 }
 
-func (w *Workspace) syncLocked(ctx context.Context, t tree, op string) (Report, error) {
+// syncLocked runs one sync; asked says whether it listed Nextcloud.
+func (w *Workspace) syncLocked(ctx context.Context, t tree, op string) (rep Report, asked bool, err error) {
 	start := time.Now()
 	log := w.opts.Logger.With("tree", t.remote, "op", op)
 
 	if err := os.MkdirAll(t.local, 0o700); err != nil {
-		return Report{}, fmt.Errorf("workspace: create mirror %s: %w", t.local, err)
+		return Report{}, false, fmt.Errorf("workspace: create mirror %s: %w", t.local, err)
 	}
 	root, err := os.OpenRoot(t.local)
 	if err != nil {
-		return Report{}, fmt.Errorf("workspace: open mirror %s: %w", t.local, err)
+		return Report{}, false, fmt.Errorf("workspace: open mirror %s: %w", t.local, err)
 	}
 	defer root.Close()
 
@@ -307,13 +328,13 @@ func (w *Workspace) syncLocked(ctx context.Context, t tree, op string) (Report, 
 		// send, and what changed in Nextcloud meanwhile comes with the next pull; so
 		// Nextcloud is not asked at all.
 		if r.state, err = w.loadState(ctx, t.key); err != nil {
-			return Report{}, err
+			return Report{}, false, err
 		}
 		if err := r.scanLocal(); err != nil {
-			return Report{}, fmt.Errorf("workspace: %s %s: scan mirror: %w", op, t.remote, err)
+			return Report{}, false, fmt.Errorf("workspace: %s %s: scan mirror: %w", op, t.remote, err)
 		}
 		if r.localMatchesState() {
-			return Report{}, nil
+			return Report{}, false, nil
 		}
 	}
 	// The listing comes before any change: if Nextcloud cannot be reached nothing is
@@ -323,17 +344,17 @@ func (w *Workspace) syncLocked(ctx context.Context, t tree, op string) (Report, 
 	case errors.Is(err, webdav.ErrNotFound):
 		r.remoteMissing = true
 		if err := w.forgetIndex(ctx, t.key); err != nil {
-			return Report{}, err
+			return Report{}, false, err
 		}
 	case err != nil:
-		return Report{}, fmt.Errorf("workspace: %s %s: list Nextcloud: %w", op, t.remote, err)
+		return Report{}, false, fmt.Errorf("workspace: %s %s: list Nextcloud: %w", op, t.remote, err)
 	}
 	if r.state == nil {
 		if r.state, err = w.loadState(ctx, t.key); err != nil {
-			return Report{}, err
+			return Report{}, false, err
 		}
 		if err := r.scanLocal(); err != nil {
-			return Report{}, fmt.Errorf("workspace: %s %s: scan mirror: %w", op, t.remote, err)
+			return Report{}, false, fmt.Errorf("workspace: %s %s: scan mirror: %w", op, t.remote, err)
 		}
 	}
 	r.scanRemote(list)
@@ -370,9 +391,9 @@ func (w *Workspace) syncLocked(ctx context.Context, t tree, op string) (Report, 
 			"duration", time.Since(start).Round(time.Millisecond))
 	}
 	if len(r.failed) > 0 {
-		return r.rep, &SyncError{Tree: t.remote, Failed: r.failed}
+		return r.rep, true, &SyncError{Tree: t.remote, Failed: r.failed}
 	}
-	return r.rep, nil
+	return r.rep, true, nil
 }
 
 // --- scanning -------------------------------------------------------------------

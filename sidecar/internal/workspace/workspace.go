@@ -91,6 +91,15 @@ type Workspace struct {
 	provisioned map[string]bool          // tree keys provisioned by this process
 	unsynced    map[string]bool          // tree keys whose last sync failed
 	refused     map[string]bool          // incoming share ids already logged as refused
+	// checked is when the last successful sync of a tree that asked Nextcloud began:
+	// a task made before that needs no pull of its own.
+	checked map[string]time.Time
+
+	// Prefetches run in the background, owned here; Close stops them.
+	bg       sync.WaitGroup
+	bgCtx    context.Context
+	bgCancel context.CancelFunc
+	fetching map[string]bool // trees with a prefetch running
 }
 
 // New returns a Workspace.
@@ -130,13 +139,72 @@ func New(db *store.DB, remote Remote, opts Options) (*Workspace, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	bgCtx, bgCancel := context.WithCancel(context.Background())
 	return &Workspace{
 		db: db, remote: remote, opts: opts,
 		locks:       map[string]chan struct{}{},
 		provisioned: map[string]bool{},
 		unsynced:    map[string]bool{},
 		refused:     map[string]bool{},
+		checked:     map[string]time.Time{},
+		bgCtx:       bgCtx, bgCancel: bgCancel,
+		fetching: map[string]bool{},
 	}, nil
+}
+
+// Settle waits for the running prefetches to finish.
+func (w *Workspace) Settle() { w.bg.Wait() }
+
+// Close stops the prefetches and waits for them.
+func (w *Workspace) Close() {
+	w.bgCancel()
+	w.bg.Wait()
+}
+
+// Prefetch syncs, in the background, a user's tree and a conversation's (token may be
+// empty) as soon as a task for them is queued. The task's Prepare then finds them
+// checked after the task was made and skips its own pull: the round trips to Nextcloud
+// happen while the task waits in the queue or starts, not in the worker's time. New
+// users and trees already being fetched are left alone.
+func (w *Workspace) Prefetch(uid, token string) {
+	if w.opts.Mode == ModeMount {
+		return
+	}
+	var trees []tree
+	if t, err := w.userTree(uid); err == nil {
+		trees = append(trees, t)
+	}
+	if token != "" {
+		if t, err := w.channelTree(token); err == nil {
+			trees = append(trees, t)
+		}
+	}
+	for _, t := range trees {
+		w.mu.Lock()
+		busy := w.fetching[t.key]
+		w.fetching[t.key] = true
+		w.mu.Unlock()
+		if busy {
+			continue
+		}
+		w.bg.Add(1)
+		go func(t tree) {
+			defer w.bg.Done()
+			defer func() {
+				w.mu.Lock()
+				delete(w.fetching, t.key)
+				w.mu.Unlock()
+			}()
+			ctx, cancel := context.WithTimeout(w.bgCtx, 5*time.Minute)
+			defer cancel()
+			if fresh, err := w.fresh(ctx, t.key); err != nil || fresh || !w.isProvisioned(t.key) {
+				return // new or not provisioned yet: the task's own Prepare decides
+			}
+			if _, err := w.sync(ctx, t, "prefetch"); err != nil && ctx.Err() == nil {
+				w.opts.Logger.Debug("prefetch failed; the task pulls itself", "tree", t.remote, "err", err)
+			}
+		}(t)
+	}
 }
 
 // hostLabel keeps a host name short and safe inside a file name.
@@ -353,7 +421,11 @@ func (w *Workspace) fresh(ctx context.Context, key string) (bool, error) {
 // (new) gets the folders and seed files in the mirror only: making them in Nextcloud,
 // with the share, takes a dozen requests, which Finish does after the answer. Everyone
 // else is provisioned (once) and pulled.
-func (w *Workspace) Prepare(ctx context.Context, uid string) (Report, error) {
+//
+// A sync of the tree that began after since (when the task was made: a Prefetch, or
+// another task's pull) already brought everything the task's request could refer to,
+// so the pull is skipped then; a zero since always pulls.
+func (w *Workspace) Prepare(ctx context.Context, uid string, since time.Time) (Report, error) {
 	t, err := w.userTree(uid)
 	if err != nil {
 		return Report{}, err
@@ -368,7 +440,7 @@ func (w *Workspace) Prepare(ctx context.Context, uid string) (Report, error) {
 	if err := w.Provision(ctx, uid); err != nil {
 		return Report{}, err
 	}
-	return w.Pull(ctx, uid)
+	return w.syncSince(ctx, t, "pull", since)
 }
 
 // Finish sends what a task left in the user's mirror to Nextcloud, provisioning a new
@@ -386,7 +458,7 @@ func (w *Workspace) Finish(ctx context.Context, uid string) (Report, error) {
 }
 
 // PrepareChannel and FinishChannel are Prepare and Finish for a conversation's folder.
-func (w *Workspace) PrepareChannel(ctx context.Context, token string) (Report, error) {
+func (w *Workspace) PrepareChannel(ctx context.Context, token string, since time.Time) (Report, error) {
 	t, err := w.channelTree(token)
 	if err != nil {
 		return Report{}, err
@@ -401,7 +473,7 @@ func (w *Workspace) PrepareChannel(ctx context.Context, token string) (Report, e
 	if err := w.ProvisionChannel(ctx, token); err != nil {
 		return Report{}, err
 	}
-	return w.PullChannel(ctx, token)
+	return w.syncSince(ctx, t, "pull", since)
 }
 
 func (w *Workspace) FinishChannel(ctx context.Context, token string) (Report, error) {
