@@ -100,7 +100,14 @@ type Workspace struct {
 	bgCtx    context.Context
 	bgCancel context.CancelFunc
 	fetching map[string]bool // trees with a prefetch running
+	// fetchSlots bounds the prefetches at once: they are an optimisation, and a burst of
+	// them must not crowd out the requests of the people writing to the bot.
+	fetchSlots chan struct{}
 }
+
+// maxPrefetches is how many prefetches may run at once; more are skipped (the task
+// pulls itself).
+const maxPrefetches = 2
 
 // New returns a Workspace.
 func New(db *store.DB, remote Remote, opts Options) (*Workspace, error) {
@@ -148,7 +155,8 @@ func New(db *store.DB, remote Remote, opts Options) (*Workspace, error) {
 		refused:     map[string]bool{},
 		checked:     map[string]time.Time{},
 		bgCtx:       bgCtx, bgCancel: bgCancel,
-		fetching: map[string]bool{},
+		fetching:   map[string]bool{},
+		fetchSlots: make(chan struct{}, maxPrefetches),
 	}, nil
 }
 
@@ -187,9 +195,18 @@ func (w *Workspace) Prefetch(uid, token string) {
 		if busy {
 			continue
 		}
+		select {
+		case w.fetchSlots <- struct{}{}:
+		default:
+			w.mu.Lock()
+			delete(w.fetching, t.key)
+			w.mu.Unlock()
+			continue
+		}
 		w.bg.Add(1)
 		go func(t tree) {
 			defer w.bg.Done()
+			defer func() { <-w.fetchSlots }()
 			defer func() {
 				w.mu.Lock()
 				delete(w.fetching, t.key)
