@@ -44,16 +44,8 @@ lint: ## gofmt, go vet and php -l
 
 check: lint test ## lint and test
 
-bench: deps ## report throughput and latency figures (Go benchmarks) into bench.txt
-	{ $(GO) test -tags $(GOTAGS) -run '^$$' -bench Intake -benchtime 3000x -count 1 ./sidecar/internal/httpapi && \
-	  $(GO) test -tags $(GOTAGS) -run '^$$' -bench TalkRoundTrip -benchtime 10x -count 1 -timeout 20m ./sidecar/e2e && \
-	  $(GO) test -tags $(GOTAGS) -run '^$$' -bench . -count 1 -timeout 20m ./sidecar/internal/sandbox && \
-	  $(GO) test -tags $(GOTAGS) -run '^$$' -bench . -count 1 -timeout 20m ./sidecar/internal/memory; } | tee bench.txt
-	@# Figures on the real Nextcloud (skipped, saying so, without a Nextcloud bundle).
-	@$(MAKE) --no-print-directory appstore >/dev/null
-	@rm -f build/bench-nextcloud.txt
-	@ISTOTA_BENCH_OUT=$(CURDIR)/build/bench-nextcloud.txt scripts/test-nextcloud.sh -run 'TestNextcloud/(install|figures|load)$$' >build/bench-nextcloud.log 2>&1 || { tail -40 build/bench-nextcloud.log; exit 1; }
-	@if [ -f build/bench-nextcloud.txt ]; then cat build/bench-nextcloud.txt | tee -a bench.txt; else grep -m1 SKIPPED build/bench-nextcloud.log | tee -a bench.txt; fi
+bench: deps appstore ## every figure the issues name, with goals, in one table at the end (bench.txt)
+	ISTOTA_BENCH_OUT=$(CURDIR)/build/bench-nextcloud.txt scripts/bench.sh
 
 fmt: ## format Go code
 	gofmt -w sidecar

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/istota/istota/sidecar/internal/benchfig"
+
 	"github.com/istota/istota/sidecar/internal/brain/claude/fakeapi"
 )
 
@@ -58,4 +60,5 @@ func BenchmarkTalkRoundTrip(b *testing.B) {
 	b.ReportMetric(ms(run), "agent-run-ms")
 	b.ReportMetric(ms(deliver), "delivery-ms")
 	b.ReportMetric(ms(total), "total-ms")
+	benchfig.Report(b, "fake Talk: event → delivered answer (mean of 10)", fmt.Sprintf("%.0f ms (agent %.0f ms, queue %.0f ms, delivery %.0f ms)", ms(total), ms(run), ms(wait), ms(deliver)), "", nil)
 }

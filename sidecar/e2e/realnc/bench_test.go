@@ -1,11 +1,12 @@
 package realnc
 
 import (
-	"fmt"
 	"sort"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/istota/istota/sidecar/internal/benchfig"
 )
 
 // figures are the timings measured on the real Nextcloud during the run, printed as one
@@ -43,10 +44,15 @@ func (f *figures) report() string {
 		return ""
 	}
 	var b strings.Builder
-	b.WriteString("Figures measured on the real Nextcloud 31 + Talk 21 (loopback, PHP's built-in server)\n")
-	fmt.Fprintf(&b, "%-58s %-26s %-22s %s\n", "figure", "value", "goal", "")
 	for _, r := range f.rows {
-		fmt.Fprintf(&b, "%-58s %-26s %-22s %s\n", r.name, r.value, r.goal, r.verdict)
+		var met *bool
+		switch r.verdict {
+		case "meets goal":
+			met = benchfig.Met(true)
+		case "MISSES goal":
+			met = benchfig.Met(false)
+		}
+		b.WriteString(benchfig.Line("real Nextcloud: "+strings.TrimSpace(r.name), r.value, r.goal, met) + "\n")
 	}
 	return b.String()
 }

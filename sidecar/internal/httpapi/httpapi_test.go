@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/istota/istota/sidecar/internal/benchfig"
+
 	"github.com/istota/istota/sidecar/internal/intake"
 	"github.com/istota/istota/sidecar/internal/outbox"
 	"github.com/istota/istota/sidecar/internal/queue"
@@ -199,5 +201,7 @@ func BenchmarkIntake(b *testing.B) {
 			b.Fatalf("status %d: %v", st, out)
 		}
 	}
-	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "events/s")
+	rate := float64(b.N) / time.Since(start).Seconds()
+	b.ReportMetric(rate, "events/s")
+	benchfig.Report(b, "intake: signed Talk events accepted per second (loopback, real SQLite)", fmt.Sprintf("%.0f/s", rate), "", nil)
 }

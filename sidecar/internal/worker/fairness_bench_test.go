@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/istota/istota/sidecar/internal/benchfig"
 	"github.com/istota/istota/sidecar/internal/queue"
 	"github.com/istota/istota/sidecar/internal/store"
 )
@@ -110,6 +111,9 @@ func BenchmarkFairness(b *testing.B) {
 		if ratio > 1 {
 			verdict = "MISSES"
 		}
+		benchfig.Report(b, "fairness: others' first task waited (500 tasks of one user queued first)", fmt.Sprintf("%.2f task lengths", ratio), "≤ 1 task length", benchfig.Met(ratio <= 1))
+		benchfig.Report(b, "fairness: 1,000 tasks drained in", drain.Round(time.Millisecond).String(), fmt.Sprintf("(at best %s)", ideal), nil)
+		benchfig.Report(b, "fairness: enqueue → claim p50 / p99", fmt.Sprintf("%s / %s", waits[len(waits)/2].Round(time.Millisecond), waits[len(waits)*99/100].Round(time.Millisecond)), "", nil)
 		b.Logf("fairness: 1,000 tasks (500 from one user at once, 500 from 49 others): drain %s (at best %s: one user's tasks run one at a time); enqueue→claim p50 %s, p99 %s; others' first task waited at most %.2f task lengths (goal ≤ 1: %s)",
 			drain.Round(time.Millisecond), ideal, waits[len(waits)/2].Round(time.Millisecond), waits[len(waits)*99/100].Round(time.Millisecond), ratio, verdict)
 	}
