@@ -149,9 +149,10 @@ func backdate(t *testing.T, p string, seconds int) {
 	}
 }
 
-// A new user's first task asks Nextcloud nothing before it runs: the seed files are in
-// the mirror, and the folders, seeds and share are made after the answer (Finish). After
-// a restart a provisioned user is not provisioned again.
+// A new user's first task asks Nextcloud one small question before it runs (is there a
+// folder already?): the seed files are in the mirror, and the folders, seeds and share
+// are made after the answer (Finish). After a restart a provisioned user is not
+// provisioned again.
 func TestNewUserIsProvisionedAfterTheFirstTask(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t, nil)
@@ -159,7 +160,7 @@ func TestNewUserIsProvisionedAfterTheFirstTask(t *testing.T) {
 	if _, err := e.ws.Prepare(ctx, "alice", time.Time{}); err != nil {
 		t.Fatal(err)
 	}
-	if reqs := e.srv.Requests(); len(reqs) != 0 {
+	if reqs := e.srv.Requests(); len(reqs) != 1 || reqs[0] != "PROPFIND /remote.php/dav/files/istota/Users/alice/ depth=0" {
 		t.Fatalf("preparing a new user asked Nextcloud: %v", reqs)
 	}
 	if got, ok := e.readLocal("alice", "istota/config/USER.md"); !ok || !strings.Contains(got, "USER.md") {
@@ -278,5 +279,27 @@ func TestPrefetchSparesTheTaskItsPull(t *testing.T) {
 	}
 	if got, _ := e.readLocal("alice", "notes/plan.md"); got != "edited again" {
 		t.Fatalf("a later task missed the edit: %q", got)
+	}
+}
+
+// A user this database never saw but who has files in Nextcloud (an earlier
+// installation, or the settings page) gets them before the first task, not seeds.
+func TestUnseenUserWithFilesIsPulledFirst(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, nil)
+	e.srv.WriteFile("Users/alice/istota/config/USER.md", "# Alice\n- prefers short answers\n")
+	if _, err := e.ws.Prepare(ctx, "alice", time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := e.readLocal("alice", "istota/config/USER.md"); !strings.Contains(got, "prefers short answers") {
+		t.Fatalf("USER.md in the mirror: %q", got)
+	}
+	if _, err := e.ws.Finish(ctx, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range e.srv.Tree("Users/alice") {
+		if strings.Contains(p, "conflict") {
+			t.Fatalf("a conflict copy appeared: %s", p)
+		}
 	}
 }

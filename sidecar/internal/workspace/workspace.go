@@ -447,12 +447,10 @@ func (w *Workspace) Prepare(ctx context.Context, uid string, since time.Time) (R
 	if err != nil {
 		return Report{}, err
 	}
-	if w.opts.Mode != ModeMount {
-		if fresh, err := w.fresh(ctx, t.key); err != nil {
-			return Report{}, err
-		} else if fresh {
-			return Report{}, seedLocal(t, userSeeds(w.opts.BotDir))
-		}
+	if isNew, err := w.isNew(ctx, t); err != nil {
+		return Report{}, err
+	} else if isNew {
+		return Report{}, seedLocal(t, userSeeds(w.opts.BotDir))
 	}
 	if err := w.Provision(ctx, uid); err != nil {
 		return Report{}, err
@@ -480,12 +478,10 @@ func (w *Workspace) PrepareChannel(ctx context.Context, token string, since time
 	if err != nil {
 		return Report{}, err
 	}
-	if w.opts.Mode != ModeMount {
-		if fresh, err := w.fresh(ctx, t.key); err != nil {
-			return Report{}, err
-		} else if fresh {
-			return Report{}, seedLocal(t, []seedFile{{"CHANNEL.md", channelSeed}})
-		}
+	if isNew, err := w.isNew(ctx, t); err != nil {
+		return Report{}, err
+	} else if isNew {
+		return Report{}, seedLocal(t, []seedFile{{"CHANNEL.md", channelSeed}})
 	}
 	if err := w.ProvisionChannel(ctx, token); err != nil {
 		return Report{}, err
@@ -503,6 +499,21 @@ func (w *Workspace) FinishChannel(ctx context.Context, token string) (Report, er
 		return Report{}, err
 	}
 	return w.sync(ctx, t, opAfterTask)
+}
+
+// isNew reports whether a tree is new: never provisioned nor synced here, and without a
+// folder in Nextcloud (one small request; a user may have files there from an earlier
+// installation or the settings page, and those must reach the first task).
+func (w *Workspace) isNew(ctx context.Context, t tree) (bool, error) {
+	if w.opts.Mode == ModeMount {
+		return false, nil
+	}
+	fresh, err := w.fresh(ctx, t.key)
+	if err != nil || !fresh {
+		return false, err
+	}
+	_, err = w.remote.ListLevel(ctx, t.remote, webdav.DepthSelf)
+	return errors.Is(err, webdav.ErrNotFound), nil
 }
 
 // seedLocal creates a tree's folders and seed files in its mirror where missing.
