@@ -40,6 +40,7 @@ class MeService {
 	 * @throws SidecarException
 	 */
 	public function status(string $uid): array {
+		// The sidecar answers only for users it has heard of (a session, cached).
 		$this->sessions->ensure($uid);
 		return $this->client->getJson(SidecarClient::userPath($uid, 'status'));
 	}
@@ -56,6 +57,8 @@ class MeService {
 		if ($after < 0) {
 			throw new InvalidInputException('"after" must not be negative');
 		}
+		// The sidecar answers only for users it has heard of (a session, cached).
+		$this->sessions->ensure($uid);
 		return $this->client->getJson(SidecarClient::userPath($uid, 'tasks/' . $taskId . '/events', ['after' => $after]));
 	}
 
@@ -64,6 +67,8 @@ class MeService {
 	 * @throws SidecarException
 	 */
 	public function stop(string $uid): array {
+		// The sidecar answers only for users it has heard of (a session, cached).
+		$this->sessions->ensure($uid);
 		return $this->client->postJson(SidecarClient::userPath($uid, 'stop'));
 	}
 }

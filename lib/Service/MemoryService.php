@@ -25,6 +25,7 @@ class MemoryService {
 
 	public function __construct(
 		private readonly SidecarClient $client,
+		private readonly SessionService $sessions,
 	) {
 	}
 
@@ -33,6 +34,8 @@ class MemoryService {
 	 * @throws SidecarException
 	 */
 	public function userMemory(string $uid): array {
+		// The sidecar answers only for users it has heard of (a session, cached).
+		$this->sessions->ensure($uid);
 		return $this->client->getJson(SidecarClient::userPath($uid, 'memory/user'));
 	}
 
@@ -53,6 +56,8 @@ class MemoryService {
 		if (strlen($content) > self::MAX_USER_MD_BYTES) {
 			throw new InvalidInputException('USER.md may be at most 64 KiB');
 		}
+		// The sidecar answers only for users it has heard of (a session, cached).
+		$this->sessions->ensure($uid);
 		return $this->client->putJson(SidecarClient::userPath($uid, 'memory/user'), ['content' => $content, 'etag' => $etag]);
 	}
 
@@ -61,6 +66,8 @@ class MemoryService {
 	 * @throws SidecarException
 	 */
 	public function audit(string $uid, int $limit): array {
+		// The sidecar answers only for users it has heard of (a session, cached).
+		$this->sessions->ensure($uid);
 		return $this->client->getJson(SidecarClient::userPath($uid, 'memory/audit', ['limit' => self::clamp($limit, 1, 500)]));
 	}
 
@@ -69,6 +76,8 @@ class MemoryService {
 	 * @throws SidecarException
 	 */
 	public function channels(string $uid): array {
+		// The sidecar answers only for users it has heard of (a session, cached).
+		$this->sessions->ensure($uid);
 		return $this->client->getJson(SidecarClient::userPath($uid, 'memory/channels'));
 	}
 
@@ -77,6 +86,8 @@ class MemoryService {
 	 * @throws SidecarException
 	 */
 	public function dated(string $uid, int $days): array {
+		// The sidecar answers only for users it has heard of (a session, cached).
+		$this->sessions->ensure($uid);
 		return $this->client->getJson(SidecarClient::userPath($uid, 'memory/dated', ['days' => self::clamp($days, 1, 366)]));
 	}
 
@@ -85,6 +96,8 @@ class MemoryService {
 	 * @throws SidecarException
 	 */
 	public function facts(string $uid): array {
+		// The sidecar answers only for users it has heard of (a session, cached).
+		$this->sessions->ensure($uid);
 		return $this->client->getJson(SidecarClient::userPath($uid, 'memory/facts'));
 	}
 
@@ -94,6 +107,8 @@ class MemoryService {
 	 * @throws InvalidInputException
 	 */
 	public function invalidateFact(string $uid, int $id): array {
+		// The sidecar answers only for users it has heard of (a session, cached).
+		$this->sessions->ensure($uid);
 		return $this->client->postJson(SidecarClient::userPath($uid, 'memory/facts/' . self::factId($id) . '/invalidate'));
 	}
 
@@ -103,6 +118,8 @@ class MemoryService {
 	 * @throws InvalidInputException
 	 */
 	public function deleteFact(string $uid, int $id): array {
+		// The sidecar answers only for users it has heard of (a session, cached).
+		$this->sessions->ensure($uid);
 		return $this->client->deleteJson(SidecarClient::userPath($uid, 'memory/facts/' . self::factId($id)));
 	}
 
@@ -119,6 +136,8 @@ class MemoryService {
 		if (mb_strlen($query) > self::MAX_QUERY_CHARS) {
 			throw new InvalidInputException(sprintf('the search may be at most %d characters', self::MAX_QUERY_CHARS));
 		}
+		// The sidecar answers only for users it has heard of (a session, cached).
+		$this->sessions->ensure($uid);
 		return $this->client->getJson(SidecarClient::userPath($uid, 'memory/search', ['q' => $query, 'limit' => self::clamp($limit, 1, 100)]));
 	}
 

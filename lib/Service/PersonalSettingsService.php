@@ -22,6 +22,7 @@ class PersonalSettingsService {
 
 	public function __construct(
 		private readonly SidecarClient $client,
+		private readonly SessionService $sessions,
 	) {
 	}
 
@@ -30,6 +31,8 @@ class PersonalSettingsService {
 	 * @throws SidecarException
 	 */
 	public function get(string $uid): array {
+		// The sidecar answers only for users it has heard of (a session, cached).
+		$this->sessions->ensure($uid);
 		return $this->client->getJson(SidecarClient::userPath($uid, 'settings'));
 	}
 
@@ -41,6 +44,8 @@ class PersonalSettingsService {
 	 * @throws SidecarException
 	 */
 	public function update(string $uid, array $changes): array {
+		// The sidecar answers only for users it has heard of (a session, cached).
+		$this->sessions->ensure($uid);
 		$body = [];
 		foreach (self::FIELDS as $field) {
 			if (array_key_exists($field, $changes) && $changes[$field] !== null) {

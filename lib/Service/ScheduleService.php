@@ -24,6 +24,7 @@ class ScheduleService {
 
 	public function __construct(
 		private readonly SidecarClient $client,
+		private readonly SessionService $sessions,
 	) {
 	}
 
@@ -32,6 +33,8 @@ class ScheduleService {
 	 * @throws SidecarException
 	 */
 	public function schedule(string $uid): array {
+		// The sidecar answers only for users it has heard of (a session, cached).
+		$this->sessions->ensure($uid);
 		return $this->client->getJson(SidecarClient::userPath($uid, 'schedule'));
 	}
 
@@ -47,6 +50,8 @@ class ScheduleService {
 		if ($name === '' || strlen($name) > self::MAX_JOB_NAME_BYTES || !mb_check_encoding($name, 'UTF-8')) {
 			throw new InvalidInputException('no such job name');
 		}
+		// The sidecar answers only for users it has heard of (a session, cached).
+		$this->sessions->ensure($uid);
 		return $this->client->postJson(SidecarClient::userPath($uid, 'schedule/jobs/' . rawurlencode($name) . '/' . $action));
 	}
 }

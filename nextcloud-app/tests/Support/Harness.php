@@ -156,15 +156,15 @@ final class Harness {
 	}
 
 	public function memoryController(): MemoryController {
-		return new MemoryController(new TestRequest(), $this->session, $this->l10n, $this->logger, new MemoryService($this->client));
+		return new MemoryController(new TestRequest(), $this->session, $this->l10n, $this->logger, new MemoryService($this->client, $this->sessionService()));
 	}
 
 	public function scheduleController(): ScheduleController {
-		return new ScheduleController(new TestRequest(), $this->session, $this->l10n, $this->logger, new ScheduleService($this->client));
+		return new ScheduleController(new TestRequest(), $this->session, $this->l10n, $this->logger, new ScheduleService($this->client, $this->sessionService()));
 	}
 
 	public function personalSettingsController(): PersonalSettingsController {
-		return new PersonalSettingsController(new TestRequest(), $this->session, $this->l10n, $this->logger, new PersonalSettingsService($this->client));
+		return new PersonalSettingsController(new TestRequest(), $this->session, $this->l10n, $this->logger, new PersonalSettingsService($this->client, $this->sessionService()));
 	}
 
 	public function adminController(): AdminController {

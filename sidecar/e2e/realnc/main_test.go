@@ -76,6 +76,8 @@ func TestNextcloud(t *testing.T) {
 		{"install", testInstall},
 		{"talk", testTalk},
 		{"pages", testPages},
+		{"files", testFiles},
+		{"calendars", testCalendars},
 		{"settings api", testSettingsAPI},
 		{"access", testAccess},
 		{"figures", testFigures},

@@ -1,0 +1,103 @@
+package realnc
+
+import (
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/istota/istota/sidecar/internal/brain/claude/fakeapi"
+)
+
+// testFiles follows a user's files through the real Nextcloud: the bot's folder shared
+// with her and visible in her own WebDAV, a file she posts in Talk landing in her inbox/,
+// her edit in the share reaching the next task, and what the agent writes appearing in
+// exports/ for her.
+func testFiles(t *testing.T, e *env) {
+	nc := e.nc
+	nts := nc.noteToSelf(t, "alice")
+	nc.enableBot(t, "alice", nts)
+	e.script("[files-hello]", fakeapi.Reply("Hello. [files-hello-answer]"))
+	e.ask(t, "alice", nts, "Hello [files-hello]")
+
+	t.Run("the bot's folder is shared with the user", func(t *testing.T) {
+		waitUntil(t, "the shared istota folder in alice's files", 2*time.Minute, func() bool {
+			return slices.Contains(nc.list(t, "alice", ""), "istota")
+		}, e.sc.logs)
+		got := nc.list(t, "alice", "istota/config")
+		for _, want := range []string{"USER.md", "PERSONA.md", "CRON.md", "HEARTBEAT.md", "BRIEFINGS.md", "TASKS.md"} {
+			if !slices.Contains(got, want) {
+				t.Errorf("alice's istota/config lacks %s: %v", want, got)
+			}
+		}
+		if got := nc.list(t, "bob", "istota/config"); slices.Contains(got, "USER.md") {
+			if b, _ := nc.getFile(t, "bob", "istota/config/USER.md"); strings.Contains(string(b), "alice") {
+				t.Errorf("bob sees alice's USER.md")
+			}
+		}
+	})
+
+	t.Run("a file posted in Talk lands in inbox", func(t *testing.T) {
+		nc.putFile(t, "alice", "Documents/receipt-2026.txt", []byte("Receipt: 3 coffees, 7.50 EUR [files-receipt]\n"))
+		e.script("[files-receipt-q]", fakeapi.Bash("Reading it.", "cat /workspace/inbox/*receipt-2026*"),
+			fakeapi.Reply("Three coffees. [files-receipt-answer]"))
+		nc.shareIntoRoom(t, "alice", "/Documents/receipt-2026.txt", nts)
+		// The share itself is a task in her private conversation; then she asks about it.
+		got := e.ask(t, "alice", nts, "What does the receipt say? [files-receipt-q]")
+		if !strings.Contains(got.Message, "[files-receipt-answer]") {
+			t.Fatalf("answer: %q", got.Message)
+		}
+		var saw bool
+		for _, b := range e.api.ToolResults() {
+			if strings.Contains(b.Content, "3 coffees") {
+				saw = true
+			}
+		}
+		if !saw {
+			t.Errorf("the agent did not find the shared file in inbox/\n%s", tail(e.sc.logs(), 30))
+		}
+		mirror := filepath.Join(e.root, "data", "users", "alice", "workspace", "inbox")
+		matches, _ := filepath.Glob(filepath.Join(mirror, "*receipt-2026*"))
+		if len(matches) == 0 {
+			t.Errorf("no receipt in alice's inbox mirror %s", mirror)
+		}
+	})
+
+	t.Run("an edit in the share reaches the next task", func(t *testing.T) {
+		user, _ := nc.getFile(t, "alice", "istota/config/USER.md")
+		edited := string(user) + "\n- Alice takes her coffee black [files-edit]\n"
+		nc.putFile(t, "alice", "istota/config/USER.md", []byte(edited))
+		e.script("[files-edit-q]",
+			fakeapi.Bash("Checking.", "cat /workspace/istota/config/USER.md"),
+			fakeapi.Reply("You take it black. [files-edit-answer]").Expecting(fakeapi.ExpectToolResult("[files-edit]")))
+		got := e.ask(t, "alice", nts, "How do I take my coffee? [files-edit-q]")
+		if !strings.Contains(got.Message, "[files-edit-answer]") {
+			t.Fatalf("answer: %q", got.Message)
+		}
+		if f := e.api.Failures(); len(f) > 0 {
+			t.Fatalf("the edit did not reach the agent: %v", f)
+		}
+		// It is in the prompt too: USER.md is read for every request.
+		reqs := e.api.MessageRequests()
+		var inPrompt bool
+		for _, r := range reqs {
+			if strings.Contains(r.UserText(), "[files-edit-q]") && strings.Contains(r.UserText(), "coffee black") {
+				inPrompt = true
+			}
+		}
+		if !inPrompt {
+			t.Errorf("the edited USER.md is not in the prompt")
+		}
+	})
+
+	t.Run("the agent's output appears in exports", func(t *testing.T) {
+		e.script("[files-export]", fakeapi.Bash("Writing.", "printf 'Budget: 42 EUR\\n' > /workspace/istota/exports/budget.md; echo written"),
+			fakeapi.Reply("Saved to exports. [files-export-answer]"))
+		e.ask(t, "alice", nts, "Write my budget [files-export]")
+		waitUntil(t, "the agent's file in alice's exports", 2*time.Minute, func() bool {
+			b, ok := nc.getFile(t, "alice", "istota/exports/budget.md")
+			return ok && strings.Contains(string(b), "Budget: 42 EUR")
+		}, e.sc.logs)
+	})
+}
