@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/istota/istota/sidecar/internal/webdav"
@@ -795,6 +796,8 @@ func (r *run) syncFiles() {
 			all[p] = true
 		}
 	}
+	var downloads []pendingDownload
+	defer func() { r.downloadAll(downloads) }()
 	for _, p := range sortedKeys(all) {
 		if r.skipped(p) {
 			continue
@@ -810,7 +813,7 @@ func (r *run) syncFiles() {
 			switch {
 			case !localChanged && !remoteChanged:
 			case !localChanged:
-				r.download(p, rf)
+				downloads = append(downloads, pendingDownload{p, rf})
 			case !remoteChanged:
 				r.upload(p, l, webdav.PutOptions{IfMatch: s.etag}, true)
 			default:
@@ -828,7 +831,7 @@ func (r *run) syncFiles() {
 				r.deleteRemote(p, s.etag, rf)
 			} else {
 				// New in Nextcloud, or edited there while deleted here: the edit wins.
-				r.download(p, rf)
+				downloads = append(downloads, pendingDownload{p, rf})
 			}
 		default:
 			r.drop(p)
@@ -921,11 +924,72 @@ func (r *run) place(got fetched, p string, mtime time.Time) error {
 	return nil
 }
 
+// pendingDownload is a file only Nextcloud changed: it is fetched, nothing else.
+type pendingDownload struct {
+	p  string
+	rf remoteFile
+}
+
+// parallelDownloads is how many files a sync fetches at once. A first sync of a large
+// tree is mostly downloads, each a round trip; four keep a Nextcloud busy without
+// crowding out everyone else's requests.
+const parallelDownloads = 4
+
+// downloadAll fetches the pending downloads, several at once; placing them and the
+// bookkeeping stay in this goroutine, in path order of arrival.
+func (r *run) downloadAll(list []pendingDownload) {
+	if len(list) < 2 || r.abort != nil {
+		for _, d := range list {
+			r.download(d.p, d.rf)
+		}
+		return
+	}
+	type result struct {
+		pendingDownload
+		got fetched
+		err error
+	}
+	jobs := make(chan pendingDownload)
+	results := make(chan result)
+	var wg sync.WaitGroup
+	for range min(parallelDownloads, len(list)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range jobs {
+				got, err := r.fetch(j.p)
+				results <- result{j, got, err}
+			}
+		}()
+	}
+	go func() {
+		defer close(jobs)
+		for _, d := range list {
+			jobs <- d
+		}
+	}()
+	go func() { wg.Wait(); close(results) }()
+	for res := range results {
+		if r.abort != nil && res.err == nil {
+			_ = r.root.Remove(res.got.tmp)
+			r.blocked(res.p, "download")
+			continue
+		}
+		r.finishDownload(res.p, res.rf, res.got, res.err)
+	}
+	sort.Strings(r.rep.Downloaded)
+}
+
 func (r *run) download(p string, rf remoteFile) {
 	if r.blocked(p, "download") {
 		return
 	}
 	got, err := r.fetch(p)
+	r.finishDownload(p, rf, got, err)
+}
+
+// finishDownload places a fetched file and records it.
+func (r *run) finishDownload(p string, rf remoteFile, got fetched, err error) {
 	if errors.Is(err, errTooLarge) {
 		r.skipPath(p, "grew beyond the size limit while downloading")
 		return
