@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"context"
 	"database/sql"
+	"encoding/hex"
 	"fmt"
 	"math"
 	"regexp"
@@ -123,21 +124,21 @@ func queryTerms(text string) []string {
 	return terms
 }
 
-// matchExpression turns terms into an FTS5 query that can only ever be a disjunction
-// of quoted strings: every term is a "string" (the terms hold no quote characters),
-// so FTS5 never sees an operator, a column filter or a bare asterisk from the user.
-// A term of prefixMinRunes or more also matches as a prefix; an exact match then
-// scores for both clauses and ranks above a partial one.
-func matchExpression(terms []string) string {
-	parts := make([]string, 0, 2*len(terms))
+// termsExpression joins terms with op ("AND" or "OR") into an FTS5 expression that
+// can only ever hold quoted strings: every term is a "string" (the terms hold no quote
+// characters), so FTS5 never sees an operator, a column filter or a bare asterisk from
+// the user. A term of prefixMinRunes or more also matches as a prefix; an exact match
+// then scores for both clauses and ranks above a partial one.
+func termsExpression(terms []string, op string) string {
+	parts := make([]string, 0, len(terms))
 	for _, t := range terms {
 		q := `"` + strings.ReplaceAll(t, `"`, `""`) + `"`
-		parts = append(parts, q)
 		if utf8.RuneCountInString(t) >= prefixMinRunes {
-			parts = append(parts, q+"*")
+			q = "(" + q + " OR " + q + "*)"
 		}
+		parts = append(parts, q)
 	}
-	return strings.Join(parts, " OR ")
+	return strings.Join(parts, op)
 }
 
 // candidate is a chunk some ranking returned.
@@ -182,7 +183,7 @@ func (m *Memory) Search(ctx context.Context, q Query) ([]Hit, error) {
 	pool := 3*limit + 20 // merging into episodes consumes candidates
 
 	filter, args := q.filter("c.")
-	lexical, err := m.lexical(ctx, matchExpression(terms), filter, args, pool)
+	lexical, err := m.lexical(ctx, q, terms, pool)
 	if err != nil {
 		return nil, err
 	}
@@ -237,37 +238,138 @@ func placeholders(n int) string {
 	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
 }
 
-// lexical is the BM25 ranking, best first. The full-text index is shared by every
-// namespace, so the query first collects the ids the filter allows (from the indexes
-// on memory_chunks, without reading rows) and ranks only matches among them; "+rowid"
-// keeps SQLite from driving the full-text search by that id list, which is far slower.
-func (m *Memory) lexical(ctx context.Context, expr, filter string, filterArgs []any, n int) ([]candidate, error) {
-	args := append([]any{expr}, filterArgs...)
-	args = append(args, n)
-	rows, err := m.db.Read.QueryContext(ctx, `SELECT rowid FROM memory_fts
-		WHERE memory_fts MATCH ? AND +rowid IN (SELECT c.id FROM memory_chunks c WHERE `+filter+`)
-		ORDER BY bm25(memory_fts), rowid DESC LIMIT ?`, args...)
+// lexical is the BM25 ranking, best first. Ranking every chunk that has any of the
+// words is what costs (a common word is in thousands), so it goes in two steps:
+// first the chunks that have all the words (few, and the best anyway); only when
+// they are too few, the chunks with any of the selective words (those in at most one
+// chunk in fifty: rare words say what the question is about, and their chunks are
+// few). Words in no chunk at all are left out. The namespace is a token in the index
+// itself, so both steps intersect posting lists instead of collecting the user's ids.
+func (m *Memory) lexical(ctx context.Context, q Query, terms []string, n int) ([]candidate, error) {
+	df, total, err := m.docFreq(ctx, terms)
 	if err != nil {
 		return nil, fmt.Errorf("memory: keyword search: %w", err)
 	}
-	var ids []int64
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("memory: keyword search: %w", err)
+	var present []string
+	for _, t := range terms {
+		if df[t] > 0 {
+			present = append(present, t)
 		}
-		ids = append(ids, id)
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("memory: keyword search: %w", err)
+	if len(present) == 0 {
+		return nil, nil
+	}
+	var ids []int64
+	if len(present) == len(terms) {
+		if ids, err = m.rankFTS(ctx, q, termsExpression(present, " AND "), n); err != nil {
+			return nil, err
+		}
+	}
+	if len(ids) < n && !(len(present) == 1 && len(present) == len(terms)) {
+		common := max(200, total/50)
+		var selective []string
+		rarest := present[0]
+		for _, t := range present {
+			if df[t] <= common {
+				selective = append(selective, t)
+			}
+			if df[t] < df[rarest] {
+				rarest = t
+			}
+		}
+		if len(selective) == 0 {
+			selective = []string{rarest}
+		}
+		more, err := m.rankFTS(ctx, q, termsExpression(selective, " OR "), n)
+		if err != nil {
+			return nil, err
+		}
+		seen := make(map[int64]bool, len(ids))
+		for _, id := range ids {
+			seen[id] = true
+		}
+		for _, id := range more {
+			if len(ids) >= n {
+				break
+			}
+			if !seen[id] {
+				ids = append(ids, id)
+			}
+		}
 	}
 	out, err := m.load(ctx, ids)
 	if err != nil {
 		return nil, fmt.Errorf("memory: keyword search: %w", err)
 	}
 	return out, nil
+}
+
+// rankFTS returns the ids of the best n chunks of q's namespaces matching terms (an
+// expression over the content column), best first.
+func (m *Memory) rankFTS(ctx context.Context, q Query, terms string, n int) ([]int64, error) {
+	ns := make([]string, len(q.Namespaces))
+	for i, name := range q.Namespaces {
+		ns[i] = `"` + NamespaceToken(name) + `"`
+	}
+	expr := "ns: (" + strings.Join(ns, " OR ") + ") AND {content}: (" + terms + ")"
+	query := `SELECT rowid FROM memory_fts WHERE memory_fts MATCH ?`
+	args := []any{expr}
+	if q.hasExtraFilters() {
+		filter, filterArgs := q.filter("c.")
+		query += ` AND +rowid IN (SELECT c.id FROM memory_chunks c WHERE ` + filter + `)`
+		args = append(args, filterArgs...)
+	}
+	args = append(args, n)
+	rows, err := m.db.Read.QueryContext(ctx, query+` ORDER BY bm25(memory_fts, 1.0, 0.0), rowid DESC LIMIT ?`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("memory: keyword search: %w", err)
+	}
+	defer rows.Close()
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("memory: keyword search: %w", err)
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("memory: keyword search: %w", err)
+	}
+	return ids, nil
+}
+
+// NamespaceToken is how a namespace stands in the full-text index (the generated
+// column memory_chunks.ns): one token that no word of the content can equal by chance.
+func NamespaceToken(ns string) string { return "n" + hex.EncodeToString([]byte(ns)) }
+
+// hasExtraFilters reports whether q limits more than the namespaces.
+func (q Query) hasExtraFilters() bool {
+	return !q.Since.IsZero() || !q.Until.IsZero() || len(q.Sources) > 0 || len(q.ExcludeSources) > 0
+}
+
+// docFreq returns how many chunks hold each term (for a term long enough to match as a
+// prefix, every word it begins counts), and about how many chunks there are.
+func (m *Memory) docFreq(ctx context.Context, terms []string) (map[string]int, int, error) {
+	df := make(map[string]int, len(terms))
+	for _, t := range terms {
+		var n sql.NullInt64
+		var err error
+		if utf8.RuneCountInString(t) >= prefixMinRunes {
+			err = m.db.Read.QueryRowContext(ctx, `SELECT sum(doc) FROM memory_fts_vocab WHERE term >= ? AND term < ?`, t, t+"\U0010FFFF").Scan(&n)
+		} else {
+			err = m.db.Read.QueryRowContext(ctx, `SELECT sum(doc) FROM memory_fts_vocab WHERE term = ?`, t).Scan(&n)
+		}
+		if err != nil {
+			return nil, 0, err
+		}
+		df[t] = int(n.Int64)
+	}
+	var total sql.NullInt64
+	if err := m.db.Read.QueryRowContext(ctx, `SELECT max(id) FROM memory_chunks`).Scan(&total); err != nil {
+		return nil, 0, err
+	}
+	return df, int(total.Int64), nil
 }
 
 // load reads the chunks ids, in the order given; ids that no longer exist are skipped.

@@ -224,12 +224,15 @@ func TestNamespaceIsolationAndHostileQueries(t *testing.T) {
 	}
 }
 
-func TestMatchExpressionIsOnlyQuotedTerms(t *testing.T) {
-	shape := regexp.MustCompile(`^"[^"]+"\*?( OR "[^"]+"\*?)*$`)
-	for _, q := range []string{`a" OR x`, `NEAR(a b)`, `col:val`, `x*`, `{a b}: c`, "東京 タワー", `über Straße`, "it's", strings.Repeat("word", 100)} {
-		expr := matchExpression(queryTerms(q))
-		if !shape.MatchString(expr) {
-			t.Errorf("matchExpression(%q) = %q", q, expr)
+func TestTermsExpressionIsOnlyQuotedTerms(t *testing.T) {
+	term := `("[^"]+"|\("[^"]+" OR "[^"]+"\*\))`
+	for _, op := range []string{" AND ", " OR "} {
+		shape := regexp.MustCompile(`^` + term + `(` + op + term + `)*$`)
+		for _, q := range []string{`a" OR x`, `NEAR(a b)`, `col:val`, `x*`, `{a b}: c`, "東京 タワー", `über Straße`, "it's", strings.Repeat("word", 100), `ns: n61`} {
+			expr := termsExpression(queryTerms(q), op)
+			if !shape.MatchString(expr) {
+				t.Errorf("termsExpression(%q, %q) = %q", q, op, expr)
+			}
 		}
 	}
 	if got := queryTerms("The cat AND the Dog and THE cat"); !slices.Equal(got, []string{"cat", "dog"}) {
@@ -388,5 +391,32 @@ func TestSearchCJK(t *testing.T) {
 	}
 	if got := cjkGrams([]string{"東京タワー", "雨", "tokyo", "東京"}); !slices.Equal(got, []string{"東京", "京タ", "タワ", "ワー", "雨"}) {
 		t.Errorf("cjkGrams = %q", got)
+	}
+}
+
+// A word nobody wrote does not empty a search, a chunk with all the words ranks first,
+// and when few chunks have all of them the rest come from the rarer words.
+func TestSearchAllWordsFirstThenRareWords(t *testing.T) {
+	ctx := context.Background()
+	m, _, _ := newMemory(t, Options{HalfLife: -1})
+	mustIndex(t, m, Doc{Namespace: "user:alice", Source: SourceMemoryFile, SourceRef: "both", Text: "The budget for the Lisbon trip is set."})
+	mustIndex(t, m, Doc{Namespace: "user:alice", Source: SourceMemoryFile, SourceRef: "budget", Text: "A budget review is due."})
+	mustIndex(t, m, Doc{Namespace: "user:alice", Source: SourceMemoryFile, SourceRef: "lisbon", Text: "Lisbon has nice trams."})
+	mustIndex(t, m, Doc{Namespace: "user:bob", Source: SourceMemoryFile, SourceRef: "bob", Text: "Bob's budget for Lisbon."})
+
+	hits, err := m.Search(ctx, Query{Namespaces: []string{"user:alice"}, Text: "Lisbon budget"})
+	if err != nil || len(hits) != 3 || hits[0].SourceRef != "both" {
+		t.Fatalf("hits = %q, %v", refs(hits), err)
+	}
+	hits, err = m.Search(ctx, Query{Namespaces: []string{"user:alice"}, Text: "budget zorblax"})
+	if err != nil || len(hits) == 0 || !slices.Contains(refs(hits), "budget") || slices.Contains(refs(hits), "bob") {
+		t.Fatalf("a word nobody wrote emptied or widened the search: %q, %v", refs(hits), err)
+	}
+	if hits, err := m.Search(ctx, Query{Namespaces: []string{"user:alice"}, Text: "zorblax"}); err != nil || len(hits) != 0 {
+		t.Fatalf("only an unknown word: %q, %v", refs(hits), err)
+	}
+	// The namespace token cannot be searched for.
+	if hits, err := m.Search(ctx, Query{Namespaces: []string{"user:alice"}, Text: NamespaceToken("user:bob")}); err != nil || len(hits) != 0 {
+		t.Fatalf("the namespace token matched: %q, %v", refs(hits), err)
 	}
 }
