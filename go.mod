@@ -6,6 +6,7 @@ ignore ./nextcloud-app/node_modules
 
 require (
 	github.com/BurntSushi/toml v1.6.0
+	github.com/asg017/sqlite-vec-go-bindings v0.1.6
 	github.com/emersion/go-ical v0.0.0-20240127095438-fc1c9d8fb2b6
 	github.com/emersion/go-imap/v2 v2.0.0-beta.8
 	github.com/emersion/go-message v0.18.2

@@ -14,6 +14,7 @@ apt_packages=(
   strace              # the sandbox tests prove ptrace is denied
   curl perl           # probes the sandbox and proxy tests run inside
   sqlite3
+  libsqlite3-dev      # sqlite3.h for the sqlite-vec extension compiled into the sidecar
   chromium            # the settings pages' browser tests (playwright-core drives it headless)
   # packaging (make appstore / test-appstore): static arm64 cross build, binary checks,
   # signing, signature.json checked with the phpseclib Nextcloud uses, proxy snippets

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"hash/fnv"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -113,6 +114,66 @@ func fakeEmbedding(text string, dim int) []float32 {
 		v[(x>>1)%uint64(dim)] += sign
 	}
 	return v
+}
+
+// denseVectors gives every word a fixed pseudo-random direction; a text's embedding is
+// the sum of its words' directions. Unlike fakeEmbedding's one-hot words, every
+// dimension carries signal, as in the vectors real models produce, so quantised
+// indexes behave as they would in use. The cache holds each word's direction once.
+type denseVectors struct {
+	dim   int
+	mu    sync.Mutex
+	words map[string][]float32
+}
+
+func newDenseVectors(dim int) *denseVectors {
+	return &denseVectors{dim: dim, words: map[string][]float32{}}
+}
+
+func (d *denseVectors) embed(text string) []float32 {
+	v := make([]float32, d.dim)
+	for _, w := range strings.FieldsFunc(strings.ToLower(text), func(r rune) bool {
+		return !unicode.IsLetter(r) && !unicode.IsDigit(r)
+	}) {
+		// Like a real model, meaning comes from content words, not from "the" and "of".
+		if isStopword(w) || len(w) < 3 || unicode.IsDigit([]rune(w)[0]) {
+			continue
+		}
+		w = synonym(w)
+		d.mu.Lock()
+		wv, ok := d.words[w]
+		if !ok {
+			h := fnv.New64a()
+			h.Write([]byte(w))
+			r := rand.New(rand.NewPCG(h.Sum64(), 7))
+			wv = make([]float32, d.dim)
+			for i := range wv {
+				wv[i] = float32(r.NormFloat64())
+			}
+			d.words[w] = wv
+		}
+		d.mu.Unlock()
+		for i, x := range wv {
+			v[i] += x
+		}
+	}
+	return v
+}
+
+// denseEmbedder is an in-process Embedder over denseVectors.
+type denseEmbedder struct {
+	model string
+	vecs  *denseVectors
+}
+
+func (e *denseEmbedder) Model() string { return e.model }
+
+func (e *denseEmbedder) Embed(_ context.Context, texts []string) ([][]float32, error) {
+	out := make([][]float32, len(texts))
+	for i, t := range texts {
+		out[i] = e.vecs.embed(t)
+	}
+	return out, nil
 }
 
 // funcEmbedder is an in-process Embedder for benchmarks and unit tests.

@@ -92,6 +92,10 @@ type Memory struct {
 	embedMu   sync.Mutex
 	failing   bool
 	downUntil time.Time
+
+	// vecReady is the vector index table known to exist (vecindex.go).
+	vecMu    sync.Mutex
+	vecReady string
 }
 
 // New returns a Memory over db.

@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -183,21 +184,33 @@ func (m *Memory) Search(ctx context.Context, q Query) ([]Hit, error) {
 	pool := 3*limit + 20 // merging into episodes consumes candidates
 
 	filter, args := q.filter("c.")
-	lexical, err := m.lexical(ctx, q, terms, pool)
-	if err != nil {
-		return nil, err
-	}
-	substring, err := m.substring(ctx, cjkGrams(terms), filter, args, pool)
-	if err != nil {
-		return nil, err
-	}
-	var semantic []candidate
-	if qv, ok := m.queryVector(ctx, q.Text); ok {
-		if semantic, err = m.semantic(ctx, qv, filter, args, pool, lexical); err != nil {
-			return nil, err
+	// The vector ranking (embedding the query, then the index) runs beside the keyword
+	// ranking: together they would take as long as both.
+	var (
+		semantic []candidate
+		semErr   error
+		wg       sync.WaitGroup
+	)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if qv, ok := m.queryVector(ctx, q.Text); ok {
+			semantic, semErr = m.semantic(ctx, qv, q, filter, args, pool, nil)
+		} else {
+			semErr = ctx.Err()
 		}
-	} else if err := ctx.Err(); err != nil {
+	}()
+	var substring []candidate
+	lexical, err := m.lexical(ctx, q, terms, pool)
+	if err == nil {
+		substring, err = m.substring(ctx, cjkGrams(terms), filter, args, pool)
+	}
+	wg.Wait()
+	if err != nil {
 		return nil, err
+	}
+	if semErr != nil {
+		return nil, semErr
 	}
 	fused := m.fuse(lexical, substring, semantic)
 	return m.episodes(ctx, fused, terms, limit)
@@ -557,10 +570,44 @@ func (h *topK) Pop() any {
 // model in the query's namespaces is compared with qv. Chunks whose similarity is not
 // above MinSimilarity are left out. lexical holds candidates already loaded, to avoid reading
 // them twice.
-func (m *Memory) semantic(ctx context.Context, qv []float32, filter string, filterArgs []any, n int, lexical []candidate) ([]candidate, error) {
+//
+// With the vector index (vecindex.go) only each namespace's nearest chunks by the
+// quantised vectors are compared exactly; without it, every vector is.
+func (m *Memory) semantic(ctx context.Context, qv []float32, q Query, filter string, filterArgs []any, n int, lexical []candidate) ([]candidate, error) {
+	table, indexed, err := m.vecIndex(ctx, len(qv))
+	if err != nil {
+		m.log.Warn("the vector index is not available; comparing every vector", "err", err)
+		indexed = false
+	}
+	var ids []int64
+	if indexed {
+		for _, ns := range q.Namespaces {
+			got, err := m.nearest(ctx, table, ns, qv, n*vecCandidates)
+			if err != nil {
+				return nil, fmt.Errorf("memory: vector search: %w", err)
+			}
+			ids = append(ids, got...)
+		}
+		if len(ids) == 0 {
+			return nil, nil
+		}
+	}
+	return m.rankVectors(ctx, qv, filter, filterArgs, n, ids, lexical)
+}
+
+// rankVectors compares qv exactly with the stored vectors of the chunks ids (every
+// chunk the filter allows when ids is nil) and returns the best n, best first.
+func (m *Memory) rankVectors(ctx context.Context, qv []float32, filter string, filterArgs []any, n int, ids []int64, lexical []candidate) ([]candidate, error) {
 	args := append([]any{m.emb.Model()}, filterArgs...)
-	rows, err := m.db.Read.QueryContext(ctx, `SELECT c.id, c.embedding FROM memory_chunks c
-		WHERE c.embed_model = ? AND c.embedding IS NOT NULL AND `+filter, args...)
+	query := `SELECT c.id, c.embedding FROM memory_chunks c
+		WHERE c.embed_model = ? AND c.embedding IS NOT NULL AND ` + filter
+	if ids != nil {
+		query += ` AND c.id IN (` + placeholders(len(ids)) + `)`
+		for _, id := range ids {
+			args = append(args, id)
+		}
+	}
+	rows, err := m.db.Read.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("memory: vector search: %w", err)
 	}

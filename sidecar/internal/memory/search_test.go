@@ -420,3 +420,72 @@ func TestSearchAllWordsFirstThenRareWords(t *testing.T) {
 		t.Fatalf("the namespace token matched: %q, %v", refs(hits), err)
 	}
 }
+
+// The vector index finds what comparing every vector finds, never another namespace's
+// chunk even when it is nearer, follows deletions, and is remade for a new model.
+func TestVectorIndexAgreesWithFullComparison(t *testing.T) {
+	ctx := context.Background()
+	vecs := newDenseVectors(64)
+	emb := &denseEmbedder{model: "dense-a", vecs: vecs}
+	m, db, _ := newMemory(t, Options{Embedder: emb, HalfLife: -1})
+	g := newTextGen(5)
+	for i := range 300 {
+		ns := "user:alice"
+		if i%3 == 0 {
+			ns = "user:bob"
+		}
+		mustIndex(t, m, Doc{Namespace: ns, Source: SourceMemoryFile, SourceRef: fmt.Sprintf("d%d", i), Text: g.paragraph(3)})
+	}
+	m.embedPending(ctx, nil)
+	if n := countRows(t, db, "embedding IS NOT NULL"); n == 0 {
+		t.Fatal("no vectors were stored")
+	}
+	table, ok, err := m.vecIndex(ctx, 64)
+	if err != nil || !ok {
+		t.Fatalf("index: %v %v", ok, err)
+	}
+	for _, text := range []string{"budget Lisbon", "dentist appointment Grace", "train tickets Porto"} {
+		qv, _ := m.queryVector(ctx, text)
+		q := Query{Namespaces: []string{"user:alice"}}
+		filter, args := q.filter("c.")
+		indexed, err := m.semantic(ctx, qv, q, filter, args, 10, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		full, err := m.rankVectors(ctx, qv, filter, args, 10, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(indexed) == 0 || len(indexed) != len(full) {
+			t.Fatalf("%q: indexed %d hits, full %d", text, len(indexed), len(full))
+		}
+		for i := range full {
+			if indexed[i].id != full[i].id {
+				t.Errorf("%q: rank %d is %d with the index, %d without", text, i, indexed[i].id, full[i].id)
+			}
+			if indexed[i].namespace != "user:alice" {
+				t.Errorf("%q: the index returned %s's chunk", text, indexed[i].namespace)
+			}
+		}
+	}
+	// Deleting chunks deletes their vectors from the index.
+	if _, err := db.Write.Exec(`DELETE FROM memory_chunks WHERE namespace = 'user:bob'`); err != nil {
+		t.Fatal(err)
+	}
+	var left int
+	db.Read.QueryRow(`SELECT count(*) FROM ` + table + ` WHERE ns = 'user:bob'`).Scan(&left)
+	if left != 0 {
+		t.Errorf("%d vectors of deleted chunks left in the index", left)
+	}
+	// Another model gets its own index; the old one is dropped.
+	m2 := New(db, Options{Embedder: &denseEmbedder{model: "dense-b", vecs: vecs}})
+	table2, _, err := m2.vecIndex(ctx, 64)
+	if err != nil || table2 == table {
+		t.Fatalf("new model's index: %s %v", table2, err)
+	}
+	var n int
+	db.Read.QueryRow(`SELECT count(*) FROM sqlite_master WHERE name = ?`, table).Scan(&n)
+	if n != 0 {
+		t.Errorf("the old model's index was not dropped")
+	}
+}

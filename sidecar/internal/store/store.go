@@ -17,10 +17,17 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
+	sqlitevec "github.com/asg017/sqlite-vec-go-bindings/cgo"
 	_ "github.com/mattn/go-sqlite3" // registers the "sqlite3" driver
 )
+
+// vecOnce loads the sqlite-vec extension (the memory package's vector index) into every
+// SQLite connection of the process. SQLite's auto-extension list is process-wide by
+// nature, so this is the one piece of process state the store keeps.
+var vecOnce sync.Once
 
 //go:embed migrations/*.sql
 var migrationFS embed.FS
@@ -48,6 +55,7 @@ func Open(ctx context.Context, path string) (*DB, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("store: create database directory: %w", err)
 	}
+	vecOnce.Do(sqlitevec.Auto)
 	dsn := func(mode string) string {
 		q := url.Values{}
 		q.Set("_journal_mode", "WAL")
