@@ -38,7 +38,7 @@ test-php:
 	@for f in $$(git ls-files -co --exclude-standard '*.php' | grep -v '^nextcloud-app/vendor/'); do php -l -n "$$f" >/dev/null || exit 1; done
 	phpunit -c nextcloud-app/phpunit.xml
 
-lint: ## gofmt, go vet and php -l
+lint: deps ## gofmt, go vet and php -l
 	@test -z "$$(gofmt -l sidecar)" || { gofmt -l sidecar; echo "gofmt: files above need formatting"; exit 1; }
 	$(GO) vet -tags $(GOTAGS) ./sidecar/...
 
