@@ -47,7 +47,13 @@ func TestSleepCycleWithTheRealCLI(t *testing.T) {
 		t.Fatalf("extraction requests = %d\n%s", sleepReqs, stderr)
 	}
 	mirror := filepath.Join(f.sc.dir, "data", "users", "alice", "workspace")
-	day := time.Now().Format("2006-01-02")
+	// The dated file is named by the user's day (talkEvent sends Europe/Berlin), which
+	// differs from the machine's around midnight.
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	day := time.Now().In(berlin).Format("2006-01-02")
 	mem, err := os.ReadFile(filepath.Join(mirror, "memories", day+".md"))
 	if err != nil || !strings.Contains(string(mem), "green tea every morning") {
 		matches, _ := filepath.Glob(filepath.Join(mirror, "memories", "*"))
