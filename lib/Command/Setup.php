@@ -9,6 +9,7 @@ declare(strict_types=1);
 
 namespace OCA\Istota\Command;
 
+use OCA\Istota\Service\InstallCommand;
 use OCA\Istota\Service\SetupService;
 use Symfony\Component\Console\Command\Command;
 use Symfony\Component\Console\Formatter\OutputFormatter;
@@ -26,6 +27,7 @@ use Symfony\Component\Console\Output\OutputInterface;
 class Setup extends Command {
 	public function __construct(
 		private readonly SetupService $setup,
+		private readonly InstallCommand $install,
 	) {
 		parent::__construct();
 	}
@@ -67,6 +69,12 @@ class Setup extends Command {
 
 		$toml = $outcome->config->toToml();
 		$path = self::option($input, 'write');
+		// `istota install` runs this command before it starts the service; an admin who runs
+		// it alone learns the one command left to run.
+		$next = $this->install->noteWhenNotRunning();
+		if ($next !== null) {
+			$notes->writeln('<comment>' . OutputFormatter::escape($next) . '</comment>');
+		}
 		// An unregistered bot still gets its configuration (the secrets in it stay valid), but
 		// the exit status says the setup is not complete, so scripts and installers notice.
 		if ($path === null) {

@@ -17,9 +17,10 @@ use OCP\IURLGenerator;
 
 /**
  * PageState is the initial state of both settings pages (IInitialState key "settings"):
- * exactly {botName, version, filesUrl, wsPath, isAdmin}. It is built from local values
- * only, so rendering a settings page never waits for the sidecar, and it never holds a
- * secret or a token.
+ * exactly {botName, version, filesUrl, wsPath, isAdmin, installCommand}. It is built from
+ * local values only, so rendering a settings page never waits for the sidecar, and it
+ * never holds a secret or a token. installCommand (the `istota install` command of this
+ * server, shown when the sidecar does not answer) is given to admins only.
  */
 class PageState {
 	public const KEY = 'settings';
@@ -30,20 +31,23 @@ class PageState {
 		private readonly IGroupManager $groupManager,
 		private readonly IURLGenerator $urls,
 		private readonly IConfig $config,
+		private readonly InstallCommand $install,
 	) {
 	}
 
 	/**
-	 * @return array{botName: string, version: string, filesUrl: string, wsPath: string, isAdmin: bool}
+	 * @return array{botName: string, version: string, filesUrl: string, wsPath: string, isAdmin: bool, installCommand: string}
 	 */
 	public function forUser(string $uid): array {
 		$botName = $this->settings->botName();
+		$isAdmin = $uid !== '' && (bool)$this->groupManager->isAdmin($uid);
 		return [
 			'botName' => $botName,
 			'version' => $this->version(),
 			'filesUrl' => $this->filesUrl($botName),
 			'wsPath' => $this->settings->wsPath(),
-			'isAdmin' => $uid !== '' && (bool)$this->groupManager->isAdmin($uid),
+			'isAdmin' => $isAdmin,
+			'installCommand' => $isAdmin ? $this->install->command() : '',
 		];
 	}
 

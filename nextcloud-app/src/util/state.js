@@ -8,7 +8,7 @@ import { loadState } from '@nextcloud/initial-state'
  * pageState is the page's initial state (IInitialState 'istota' / 'settings'), with
  * defaults so that a template without it still renders.
  *
- * @return {{botName: string, version: string, filesUrl: string, wsPath: string, isAdmin: boolean}}
+ * @return {{botName: string, version: string, filesUrl: string, wsPath: string, isAdmin: boolean, installCommand: string}}
  */
 export function pageState() {
 	const state = loadState('istota', 'settings', {})
@@ -18,6 +18,7 @@ export function pageState() {
 		filesUrl: state.filesUrl || '',
 		wsPath: state.wsPath || '',
 		isAdmin: Boolean(state.isAdmin),
+		installCommand: typeof state.installCommand === 'string' ? state.installCommand : '',
 	}
 }
 

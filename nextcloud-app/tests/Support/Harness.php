@@ -32,6 +32,7 @@ use OCA\Istota\Service\OutboxFlusher;
 use OCA\Istota\Service\RawBody;
 use OCA\Istota\Service\RequestSigner;
 use OCA\Istota\Service\SidecarReady;
+use OCA\Istota\Service\InstallCommand;
 use OCA\Istota\Service\PageState;
 use OCA\Istota\Service\PersonalSettingsService;
 use OCA\Istota\Service\ScheduleService;
@@ -84,6 +85,8 @@ final class Harness {
 	public readonly TestL10N $l10n;
 	private readonly string $dbPath;
 
+	/** Where the app is installed in the tests' Nextcloud. */
+	public const APP_PATH = '/var/www/nextcloud/custom_apps/istota';
 	/** The app's version in this test instance. */
 	public const APP_VERSION = '0.1.0';
 
@@ -110,7 +113,7 @@ final class Harness {
 		$this->flusher = new OutboxFlusher($this->outbox, $this->client, $this->clock, $this->logger);
 
 		$this->directory = new Directory();
-		$this->apps = new TestAppManager(['spreed' => '21.1.0', Application::APP_ID => self::APP_VERSION]);
+		$this->apps = new TestAppManager(['spreed' => '21.1.0', Application::APP_ID => self::APP_VERSION], [Application::APP_ID => self::APP_PATH]);
 		$roomObjects = [];
 		$counts = [];
 		foreach ($rooms as $token => [$type, $count]) {
@@ -180,7 +183,7 @@ final class Harness {
 	}
 
 	public function pageState(): PageState {
-		return new PageState($this->settings, $this->apps, $this->directory, $this->urls, $this->directory);
+		return new PageState($this->settings, $this->apps, $this->directory, $this->urls, $this->directory, $this->installCommand());
 	}
 
 	public function setupCheck(): SidecarSetupCheck {
@@ -202,6 +205,10 @@ final class Harness {
 					return $this->body;
 				}
 			});
+	}
+
+	public function installCommand(): InstallCommand {
+		return new InstallCommand($this->apps, $this->client, $this->settings);
 	}
 
 	public function setupService(): SetupService {

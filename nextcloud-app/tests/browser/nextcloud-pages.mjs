@@ -25,6 +25,9 @@
  *   ISTOTA_PAGES_WANT             JSON list of texts the user's section must show
  *   ISTOTA_PAGES_NEVER            JSON list of other users' texts it must never show
  *   ISTOTA_PAGES_USERMD           a text the user's USER.md editor must hold
+ *   ISTOTA_PAGES_NOT_RUNNING      instead of all that: the sidecar is stopped, and the admin
+ *                                 section must show this `istota install` command as the
+ *                                 next step (the app's 503s are then expected, nothing else)
  *   ISTOTA_SCREENSHOTS            folder for the PNGs (default build/screenshots)
  *   CHROMIUM_PATH                 the browser (default /usr/bin/chromium)
  */
@@ -157,7 +160,34 @@ after(async () => {
 	await browser?.close()
 })
 
-describe('the sections inside a real Nextcloud', { skip: ncUrl ? false : 'ISTOTA_NC_URL is not set: run through `make test-nextcloud`' }, () => {
+const notRunning = env.ISTOTA_PAGES_NOT_RUNNING || ''
+
+describe('the admin section before the service runs', { skip: ncUrl && notRunning ? false : 'ISTOTA_NC_URL or ISTOTA_PAGES_NOT_RUNNING is not set' }, () => {
+	const admin = env.ISTOTA_NC_ADMIN || 'admin'
+	const adminPassword = env.ISTOTA_NC_ADMIN_PASSWORD || ''
+	test('shows the install command instead of an error', async (t) => {
+		const s = await openSection('/settings/admin/istota', admin, adminPassword, WIDTHS[0])
+		const { page } = s
+		try {
+			const root = '#istota-admin-settings'
+			await page.locator(`${root} [data-test="install-next-step"]`).waitFor({ timeout: WAIT })
+			assert.equal((await page.locator(`${root} [data-test="install-command"]`).innerText()).trim(), notRunning)
+			assert.equal(await page.locator(`${root} .istota-error`).count(), 0, 'an error beside the next step')
+			await page.locator(`${root} [data-test="settings-not-running"]`).waitFor({ timeout: WAIT })
+			await page.locator(`${root} [data-test="pairing"]`).getByText(notRunning).waitFor({ timeout: WAIT })
+			await screenshotAll(page, join(shots, 'nextcloud-admin-not-running.png'))
+			await checkLayout(page, root, 'the admin section before the service runs')
+			// The app's API answers 503 while nothing listens (and the browser logs each):
+			// expected here; anything else of the app's is not.
+			s.appErrors = s.appErrors.filter((e) => !/\b503\b/.test(e))
+			checkErrors(t, s)
+		} finally {
+			await s.context.close()
+		}
+	})
+})
+
+describe('the sections inside a real Nextcloud', { skip: ncUrl && !notRunning ? false : 'ISTOTA_NC_URL is not set (or ISTOTA_PAGES_NOT_RUNNING is): run through `make test-nextcloud`' }, () => {
 	const user = env.ISTOTA_NC_USER || 'alice'
 	const password = env.ISTOTA_NC_USER_PASSWORD || ''
 	const admin = env.ISTOTA_NC_ADMIN || 'admin'

@@ -75,6 +75,7 @@ func TestNextcloud(t *testing.T) {
 	}{
 		{"install", testInstall},
 		{"talk", testTalk},
+		{"installer", testInstaller},
 		{"pages", testPages},
 		{"files", testFiles},
 		{"calendars", testCalendars},

@@ -42,6 +42,8 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return cmdSleep(ctx, rest, stdout, stderr)
 	case "doctor":
 		return cmdDoctor(ctx, rest, stdout, stderr)
+	case "install":
+		return cmdInstall(ctx, rest, stdout, stderr)
 	case "skill":
 		// Inside the sandbox: a client of the credential proxy, with no config, database
 		// or secret of its own.
@@ -87,6 +89,8 @@ Commands:
   skill NAME ARGS…          (inside a sandbox) run a skill through the credential proxy
   sleep -u USER              run the nightly memory extraction now (--channel TOKEN for a conversation)
   doctor                    check configuration, database, agent, sandbox, Nextcloud and the signed round trip
+  install                   (as root) set up the service on this Nextcloud server: account, binary, agent,
+                            occ istota:setup, /etc/istota/istota.toml, systemd unit; --dry-run, --uninstall [--purge]
   version                   print the version
 
 Every command takes -c FILE (or ISTOTA_CONFIG) to name the configuration file.

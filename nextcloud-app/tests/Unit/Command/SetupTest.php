@@ -12,8 +12,10 @@ namespace OCA\Istota\Tests\Unit\Command;
 use OCA\Istota\AppInfo\Application;
 use OCA\Istota\Command\Setup;
 use OCA\Istota\Service\AppSettings;
+use OCA\Istota\Service\InstallCommand;
 use OCA\Istota\Service\SetupService;
 use OCA\Istota\Service\SidecarConfig;
+use OCA\Istota\Tests\Support\FakeSidecar;
 use OCA\Istota\Tests\Support\Harness;
 use OCA\Istota\Tests\Support\TestUser;
 use PHPUnit\Framework\TestCase;
@@ -42,7 +44,7 @@ class SetupTest extends TestCase {
 	}
 
 	private function runCommand(array $input = []): CommandTester {
-		$tester = new CommandTester(new Setup($this->h->setupService()));
+		$tester = new CommandTester(new Setup($this->h->setupService(), $this->h->installCommand()));
 		$tester->execute($input, ['capture_stderr_separately' => true]);
 		return $tester;
 	}
@@ -88,6 +90,43 @@ class SetupTest extends TestCase {
 
 		$this->assertStringContainsString('registered with Talk', $tester->getErrorOutput());
 		$this->assertCount(1, $this->h->dispatcher->events);
+	}
+
+	public function testWhenTheServiceDoesNotAnswerItNamesTheInstallCommand(): void {
+		$dead = FakeSidecar::deadUrl();
+		$tester = $this->runCommand(['--sidecar-url' => $dead]);
+		$this->assertSame(Command::SUCCESS, $tester->getStatusCode());
+		$notes = $tester->getErrorOutput();
+		$this->assertStringContainsString('The Istota service does not answer at ' . $dead . ' yet.', $notes);
+		$arch = php_uname('m') === 'aarch64' ? 'arm64' : 'amd64';
+		$this->assertStringContainsString("\n  sudo " . Harness::APP_PATH . '/bin/' . $arch . '/istota install', $notes);
+		$this->assertStringNotContainsString('istota install', $tester->getDisplay(), 'standard output is the TOML alone');
+	}
+
+	public function testARunningServiceNeedsNoInstallCommand(): void {
+		$sidecar = FakeSidecar::start('setup-test-shared-secret-0123456789-abcdefghij');
+		try {
+			$tester = $this->runCommand(['--sidecar-url' => $sidecar->url]);
+		} finally {
+			$sidecar->stop();
+		}
+		$this->assertSame(Command::SUCCESS, $tester->getStatusCode());
+		$this->assertStringNotContainsString('istota install', $tester->getErrorOutput());
+	}
+
+	/** @return array<string, array{0: string, 1: string, 2: string}> */
+	public static function machines(): array {
+		return [
+			'x86_64' => ['/var/www/nextcloud/apps/istota', 'x86_64', 'sudo /var/www/nextcloud/apps/istota/bin/amd64/istota install'],
+			'aarch64' => ['/srv/nc/custom_apps/istota/', 'aarch64', 'sudo /srv/nc/custom_apps/istota/bin/arm64/istota install'],
+			'a space in the path' => ['/srv/my cloud/apps/istota', 'x86_64', "sudo '/srv/my cloud/apps/istota/bin/amd64/istota' install"],
+			'no binary for riscv64' => ['/var/www/nextcloud/apps/istota', 'riscv64', ''],
+		];
+	}
+
+	/** @dataProvider machines */
+	public function testInstallCommandForEachMachine(string $appPath, string $machine, string $want): void {
+		$this->assertSame($want, InstallCommand::forMachine($appPath, $machine));
 	}
 
 	public function testReRunningKeepsEverySecret(): void {

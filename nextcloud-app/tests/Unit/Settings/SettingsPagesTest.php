@@ -82,6 +82,7 @@ class SettingsPagesTest extends TestCase {
 			'filesUrl' => '/index.php/route/files.view.index?dir=%2Fistota',
 			'wsPath' => '/istota-ws/',
 			'isAdmin' => false,
+			'installCommand' => '',
 		], json_decode($this->state->provided['settings'], true));
 		$this->assertSame([], $this->h->http->requests, 'the page never waits for the sidecar');
 	}
@@ -96,6 +97,8 @@ class SettingsPagesTest extends TestCase {
 		$this->assertSame('istota', $page->getSection());
 		$state = json_decode($this->state->provided['settings'], true);
 		$this->assertTrue($state['isAdmin']);
+		$this->assertStringEndsWith('/istota install', $state['installCommand']);
+		$this->assertStringStartsWith('sudo ' . Harness::APP_PATH . '/bin/', $state['installCommand']);
 		$this->assertSame('Marvin', $state['botName']);
 		$this->assertSame('/index.php/route/files.view.index?dir=%2FShared%2Fmarvin', $state['filesUrl']);
 	}
@@ -150,7 +153,7 @@ class SettingsPagesTest extends TestCase {
 			foreach ([self::SECRET, $this->h->settings->botSecret(), 'bot-password-0123456789'] as $secret) {
 				$this->assertStringNotContainsString($secret, $personal . $admin);
 			}
-			$this->assertSame(['botName', 'version', 'filesUrl', 'wsPath', 'isAdmin'], array_keys(json_decode($admin, true)));
+			$this->assertSame(['botName', 'version', 'filesUrl', 'wsPath', 'isAdmin', 'installCommand'], array_keys(json_decode($admin, true)));
 		}
 	}
 }

@@ -15,4 +15,7 @@ interface IAppManager {
 	public function getAppVersion(string $appId, bool $useCache = true): string;
 
 	public function isInstalled($appId);
+
+	/** @throws AppPathNotFoundException */
+	public function getAppPath(string $appId): string;
 }
