@@ -99,7 +99,7 @@ func cmdDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	})
 	check("model API key", func() (string, error) {
 		if cfg.Brain.APIKey == "" {
-			return "", errors.New("brain.api_key is empty: every task will fail with an authentication error")
+			return "", errors.New("no model API key: paste it into Administration settings → Istota → Model (used at once), or set brain.api_key_file; until then every task fails with an authentication error")
 		}
 		return "set (never shown)", nil
 	})

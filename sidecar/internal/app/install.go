@@ -137,7 +137,7 @@ func runDoctor(ctx context.Context, o install.Options, stdout io.Writer) error {
 		fmt.Fprintln(stdout, "\nSome checks failed: fix what they name and run `istota install` again.")
 		return ExitCode(1)
 	case keyMissing:
-		fmt.Fprintln(stdout, "\nLast step: paste the model API key into Nextcloud's admin settings (Istota → Brain); it is used at once. Then mention the bot in Talk.")
+		fmt.Fprintln(stdout, "\nLast step: paste the model API key into Nextcloud's admin settings (Istota → Model); it is used at once. Then mention the bot in Talk.")
 	default:
 		fmt.Fprintln(stdout, "\nReady: mention the bot in Talk.")
 	}

@@ -319,7 +319,7 @@ func (in *Installer) keyPath() string { return filepath.Join(in.o.ConfigDir, "ap
 
 func (in *Installer) apiKey(ctx context.Context) error {
 	if in.o.APIKeyFile == "" {
-		in.info("model API key", "not given: paste it into the admin section (Istota → Brain), it is used at once")
+		in.info("model API key", "not given: paste it into the admin section (Istota → Model), it is used at once")
 		return nil
 	}
 	return in.step("model API key", func() (string, error) {
