@@ -159,6 +159,7 @@ func testInstaller(t *testing.T, e *env) {
 		}
 	})
 
+	began := time.Now()
 	r := startInstall(t, binary, args...)
 	r.waitServing(t)
 	out := r.stdout()
@@ -232,6 +233,9 @@ func testInstaller(t *testing.T, e *env) {
 		if !strings.Contains(got.Message, "[installer-1-answer]") {
 			t.Fatalf("answer: %+v", got)
 		}
+		// The claude CLI is given (no npm download here; that adds about a minute).
+		took := time.Since(began)
+		e.bench.add("istota install → first answer in Talk (claude CLI present)", fmtDur(took), "< 5 min", boolp(took < 5*time.Minute))
 	})
 	r.stop(t)
 
