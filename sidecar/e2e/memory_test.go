@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"database/sql"
 	"os"
 	"path/filepath"
 	"strings"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/istota/istota/sidecar/internal/brain/claude/fakeapi"
+	"github.com/istota/istota/sidecar/internal/store"
 )
 
 // TestSleepCycleWithTheRealCLI: a conversation happens, then the nightly cycle (run now
@@ -23,6 +25,19 @@ func TestSleepCycleWithTheRealCLI(t *testing.T) {
 	f := newFixtureWith(t, fakeapi.Script{fakeapi.Reply("Noted: green tea it is.")}, sidecarOptions{progressInterval: "1h", logLevel: "info"}, token)
 	f.api.AddScript("sleep", fakeapi.Marker("user_md_ops"), fakeapi.Script{fakeapi.Reply(extraction), fakeapi.Reply("a second run must not ask")})
 	f.sc.start()
+	// History retention runs in the same nightly run: two requests finished 200 days
+	// ago go (the conversation below makes newer tasks, so neither is the newest).
+	rw, err := sql.Open("sqlite3", "file:"+filepath.Join(f.sc.dir, "data", "db", "istota.db")+"?_busy_timeout=5000&_foreign_keys=on")
+	if err != nil {
+		t.Fatal(err)
+	}
+	longAgo := store.FormatTime(time.Now().Add(-200 * 24 * time.Hour))
+	for range 2 {
+		if _, err := rw.Exec(`INSERT INTO tasks (user_id, source, status, prompt, next_attempt_at, created_at, finished_at) VALUES ('alice', 'talk', 'completed', 'an old request', ?, ?, ?)`, longAgo, longAgo, longAgo); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rw.Close()
 	f.say(t, token, 3, "alice", "I drink green tea every morning")
 	f.waitMessages(t, 1, 3*time.Minute)
 	f.sc.stop()
@@ -45,6 +60,11 @@ func TestSleepCycleWithTheRealCLI(t *testing.T) {
 	}
 	if sleepReqs != 1 {
 		t.Fatalf("extraction requests = %d\n%s", sleepReqs, stderr)
+	}
+	var old int
+	f.sc.db().QueryRow(`SELECT count(*) FROM tasks WHERE prompt = 'an old request'`).Scan(&old)
+	if old != 0 || !strings.Contains(out, "alice: 2 history row(s) older than 180 days deleted") {
+		t.Errorf("%d of the two 200-day-old requests stayed:\n%s", old, out)
 	}
 	mirror := filepath.Join(f.sc.dir, "data", "users", "alice", "workspace")
 	// The dated file is named by the user's day (talkEvent sends Europe/Berlin), which

@@ -29,6 +29,8 @@ export function createStatusStore(api = personalApi) {
 		recent: [],
 		usage: null,
 		timezone: '',
+		// How long finished requests are kept (days; 0: until deleted); null: not said.
+		historyDays: null,
 		events: [],
 		liveMode: MODE.IDLE,
 		stopping: false,
@@ -94,6 +96,7 @@ export function createStatusStore(api = personalApi) {
 			state.recent = Array.isArray(s.recent) ? s.recent : []
 			state.usage = s.usage || null
 			state.timezone = s.timezone || ''
+			state.historyDays = Number.isInteger(s.history_days) ? s.history_days : null
 			state.error = null
 			state.loaded = true
 			await follow(state.running ? state.running.id : null)

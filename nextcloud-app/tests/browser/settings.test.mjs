@@ -141,6 +141,8 @@ describe('personal page', () => {
 				// Only the kind of failure reaches the user, never the internal reason.
 				await recent.getByText('the request could not be completed').waitFor({ timeout: WAIT })
 				assert.equal(await recent.getByText('The model API could not be reached.').count(), 0)
+				// How long history is kept (memory.history_days, 180 by default).
+				assert.match(await page.locator('[data-test="history-kept"]').innerText(), /kept for 180 days, then deleted/)
 				const today = await page.locator('[data-period="today"]').innerText()
 				assert.match(today, /1,540 tokens/, today)
 				assert.match(today, /\$0\.0123/, today)

@@ -9,6 +9,7 @@ import { createAdminStore, parseList, toForm, toPatch } from '../../src/stores/a
 import { createMemoryStore } from '../../src/stores/memory.js'
 import { createScheduleStore } from '../../src/stores/schedule.js'
 import { createSettingsStore } from '../../src/stores/settings.js'
+import { createStatusStore } from '../../src/stores/status.js'
 import { startOcsServer } from './helpers/ocsServer.js'
 
 let srv
@@ -236,5 +237,21 @@ describe('admin store', () => {
 		await a.loadHealth()
 		expect(a.state.healthError.code).toBe('sidecar_unavailable')
 		expect(a.state.health).toBeNull()
+	})
+})
+
+describe('status store: how long history is kept', () => {
+	const status = (over) => ({ running: null, queued: [], recent: [], usage: null, timezone: 'UTC', ...over })
+	it('takes history_days from the status, and null when the service does not say', async () => {
+		const stub = (s) => ({ getStatus: async () => s, getTaskEvents: async () => ({ events: [] }), stopTasks: async () => ({}), mintWsToken: async () => ({}) })
+		const kept = createStatusStore(stub(status({ history_days: 30 })))
+		await kept.load()
+		expect(kept.state.historyDays).toBe(30)
+		const forever = createStatusStore(stub(status({ history_days: 0 })))
+		await forever.load()
+		expect(forever.state.historyDays).toBe(0)
+		const older = createStatusStore(stub(status({})))
+		await older.load()
+		expect(older.state.historyDays).toBe(null)
 	})
 })

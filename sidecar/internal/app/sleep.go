@@ -11,8 +11,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/istota/istota/sidecar/internal/audit"
 	"github.com/istota/istota/sidecar/internal/brain"
 	"github.com/istota/istota/sidecar/internal/brain/claude"
+	"github.com/istota/istota/sidecar/internal/convlog"
 	"github.com/istota/istota/sidecar/internal/curation"
 	"github.com/istota/istota/sidecar/internal/executor"
 	"github.com/istota/istota/sidecar/internal/queue"
@@ -82,10 +84,36 @@ func (s *sidecar) newSleepCycle() (*sleep.Cycle, error) {
 		BotDir:        strings.ToLower(s.cfg.Talk.BotName),
 		Cron:          s.cfg.Memory.SleepCron,
 		RetentionDays: s.cfg.Memory.RetentionDays,
+		HistoryDays:   s.historyDays,
+		History:       historyPruner{s},
 		Indexer:       sleepIndexer{s.mem},
 		Retainer:      s.mem,
 		Logger:        s.log.With("component", "sleep"),
 	})
+}
+
+// historyDays is memory.history_days as the admin set it last (it applies live).
+func (s *sidecar) historyDays() int {
+	if s.pages.settings != nil {
+		return s.pages.settings.Effective().Memory.HistoryDays
+	}
+	return s.cfg.Memory.HistoryDays
+}
+
+// historyPruner applies history retention for the sleep cycle: a user's finished tasks
+// (their events go with them) and audit entries, a conversation's log.
+type historyPruner struct{ s *sidecar }
+
+func (h historyPruner) PruneHistory(ctx context.Context, ns sleep.Namespace, before time.Time) (int, error) {
+	if ns.Kind == sleep.KindChannel {
+		return convlog.Prune(ctx, h.s.db.Write, ns.ID, before)
+	}
+	tasks, err := h.s.queue.PruneFinished(ctx, ns.ID, before)
+	if err != nil {
+		return tasks, err
+	}
+	entries, err := audit.New(h.s.db, nil, nil).Prune(ctx, ns.ID, before)
+	return tasks + entries, err
 }
 
 // runSleep runs one namespace's sleep cycle with its folder synced around it.
@@ -150,7 +178,7 @@ func (s *sidecar) sleepLoop(ctx context.Context, cycle *sleep.Cycle) {
 				s.log.Warn("sleep cycle failed; retried next night", "namespace", ns, "err", err)
 				continue
 			}
-			s.log.Info("sleep cycle done", "namespace", ns, "skipped", out.Skipped)
+			s.log.Info("sleep cycle done", "namespace", ns, "skipped", out.Skipped, "history_rows_deleted", out.PrunedRows)
 		}
 	}
 }
@@ -191,6 +219,9 @@ func cmdSleep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	out, err := s.runSleep(ctx, cycle, ns, time.Now())
 	if err != nil {
 		return err
+	}
+	if out.PrunedRows > 0 {
+		fmt.Fprintf(stdout, "%s: %d history row(s) older than %d days deleted\n", ns, out.PrunedRows, s.historyDays())
 	}
 	if out.Skipped != "" {
 		fmt.Fprintf(stdout, "%s: nothing to do (%s)\n", ns, out.Skipped)

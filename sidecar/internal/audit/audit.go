@@ -105,3 +105,19 @@ func (l *Log) Recent(ctx context.Context, userID string, refusalsOnly bool, limi
 	}
 	return out, rows.Err()
 }
+
+// Prune deletes uid's audit entries older than before (history retention).
+func (l *Log) Prune(ctx context.Context, uid string, before time.Time) (int, error) {
+	if l.db == nil {
+		return 0, nil
+	}
+	res, err := l.db.Write.ExecContext(ctx, `DELETE FROM audit_log WHERE user_id = ? AND at < ?`, uid, store.FormatTime(before))
+	if err != nil {
+		return 0, fmt.Errorf("audit: prune %s: %w", uid, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("audit: prune %s: %w", uid, err)
+	}
+	return int(n), nil
+}

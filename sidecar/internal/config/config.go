@@ -184,6 +184,10 @@ type Memory struct {
 	Recall bool `toml:"recall" env:"ISTOTA_MEMORY_RECALL"`
 	// RetentionDays deletes dated files and ephemeral index chunks older than this.
 	RetentionDays int `toml:"retention_days" env:"ISTOTA_MEMORY_RETENTION_DAYS"`
+	// HistoryDays deletes finished tasks with their events, the conversation log and
+	// audit entries older than this, in each user's and conversation's nightly run; 0
+	// keeps them forever.
+	HistoryDays int `toml:"history_days" env:"ISTOTA_HISTORY_DAYS"`
 	// SleepCron is when the nightly sleep cycle runs, in each user's timezone.
 	SleepCron string `toml:"sleep_cron" env:"ISTOTA_SLEEP_CRON"`
 	// Embeddings: an OpenAI-compatible endpoint for vector search; empty disables it.
@@ -269,7 +273,7 @@ func Default() Config {
 		},
 		Workers:   Workers{Max: 4, ReservedInteractive: 1},
 		Workspace: Workspace{Mode: "sync", MaxFileMB: 100},
-		Memory:    Memory{MaxMemoryChars: 8000, DatedDays: 3, RetentionDays: 180, SleepCron: "0 3 * * *"},
+		Memory:    Memory{MaxMemoryChars: 8000, DatedDays: 3, RetentionDays: 180, HistoryDays: 180, SleepCron: "0 3 * * *"},
 		Sandbox: Sandbox{BwrapPath: "bwrap", AgentUser: "istota-agent",
 			MemoryMB: 4096, MaxProcesses: 512, MaxOpenFiles: 4096, CPUSeconds: 1800},
 		Log: Log{Level: "info", Format: "text"},
@@ -421,6 +425,9 @@ func (c Config) Validate() error {
 	}
 	if c.Memory.MaxMemoryChars < 0 || c.Memory.DatedDays < 0 || c.Memory.RetentionDays < 0 {
 		bad("memory", "max_memory_chars, dated_days and retention_days must not be negative")
+	}
+	if c.Memory.HistoryDays < 0 {
+		bad("memory.history_days", "must be 0 (keep everything) or more")
 	}
 	if c.Memory.EmbeddingsURL != "" {
 		if u, err := url.Parse(c.Memory.EmbeddingsURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") {

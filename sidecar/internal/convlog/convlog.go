@@ -145,3 +145,16 @@ func Wrote(ctx context.Context, db *sql.DB, uid, token string) (bool, error) {
 	}
 	return n > 0, nil
 }
+
+// Prune deletes token's logged messages older than before (history retention).
+func Prune(ctx context.Context, db Execer, token string, before time.Time) (int, error) {
+	res, err := db.ExecContext(ctx, `DELETE FROM conversation_messages WHERE token = ? AND created_at < ?`, token, store.FormatTime(before))
+	if err != nil {
+		return 0, fmt.Errorf("convlog: prune %s: %w", token, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("convlog: prune %s: %w", token, err)
+	}
+	return int(n), nil
+}

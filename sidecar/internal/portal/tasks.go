@@ -137,6 +137,9 @@ type Status struct {
 	Recent   []Task           `json:"recent"`
 	Usage    map[string]Usage `json:"usage"` // today, week, month
 	Timezone string           `json:"timezone"`
+	// HistoryDays is how long finished requests, their actions and the conversation log
+	// are kept (memory.history_days); 0 keeps them.
+	HistoryDays int `json:"history_days"`
 }
 
 // recentTasks is how many finished tasks the status panel lists.
@@ -149,6 +152,9 @@ func (s *Service) Status(ctx context.Context, uid string) (Status, error) {
 		return Status{}, err
 	}
 	out := Status{Queued: []Task{}, Recent: []Task{}, Timezone: u.Timezone}
+	if s.o.Settings != nil {
+		out.HistoryDays = s.o.Settings.Effective().Memory.HistoryDays
+	}
 	active, err := s.o.Queue.List(ctx, queue.Filter{UserID: uid, Statuses: []queue.Status{queue.Pending, queue.Locked, queue.Running, queue.PendingConfirmation}, Limit: 200})
 	if err != nil {
 		return Status{}, err

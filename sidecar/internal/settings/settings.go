@@ -79,10 +79,11 @@ type Workers struct {
 	ReservedInteractive int `json:"reserved_interactive"`
 }
 
-// Limits gathers brain.task_timeout and memory.retention_days.
+// Limits gathers brain.task_timeout, memory.retention_days and memory.history_days.
 type Limits struct {
 	TaskTimeoutSeconds int `json:"task_timeout_seconds"`
 	RetentionDays      int `json:"retention_days"`
+	HistoryDays        int `json:"history_days"`
 }
 
 // ErrMalformed is an update that is not a JSON object of sections.
@@ -376,6 +377,8 @@ func fieldKeys(field string) []string {
 		return []string{"limits.task_timeout_seconds"}
 	case "memory":
 		return []string{"limits.retention_days"}
+	case "memory.history_days":
+		return []string{"limits.history_days"}
 	case "sandbox.max_open_files":
 		return []string{"sandbox.max_open_files", "sandbox.cpu_seconds"}
 	case "sandbox.unsandboxed":
@@ -506,7 +509,7 @@ func view(c config.Config) Admin {
 			APIKeySet: c.Brain.APIKey != "", DailyTokenBudget: c.Brain.DailyTokenBudget},
 		Workers: Workers{Max: c.Workers.Max, ReservedInteractive: c.Workers.ReservedInteractive},
 		Limits: Limits{TaskTimeoutSeconds: int(c.Brain.TaskTimeout.Duration / time.Second),
-			RetentionDays: c.Memory.RetentionDays},
+			RetentionDays: c.Memory.RetentionDays, HistoryDays: c.Memory.HistoryDays},
 	}
 }
 
@@ -731,6 +734,16 @@ func definitions(brains []string) []key {
 			set: func(c *config.Config, r json.RawMessage) error { return setInt(&c.Memory.RetentionDays)(r) },
 			check: func(c *config.Config) string {
 				if c.Memory.RetentionDays < 0 {
+					return "must be 0 (keep everything) or more"
+				}
+				return ""
+			}},
+		// Live: the nightly run reads it each time.
+		{name: "limits.history_days", live: true,
+			get: func(c *config.Config) any { return c.Memory.HistoryDays },
+			set: func(c *config.Config, r json.RawMessage) error { return setInt(&c.Memory.HistoryDays)(r) },
+			check: func(c *config.Config) string {
+				if c.Memory.HistoryDays < 0 {
 					return "must be 0 (keep everything) or more"
 				}
 				return ""

@@ -62,6 +62,13 @@ type Retainer interface {
 	ApplyRetention(ctx context.Context, ns string, days int) (int, error)
 }
 
+// HistoryPruner applies history retention to one namespace: a user's finished tasks
+// (with their events) and audit entries, or a conversation's log. It returns how many
+// rows went.
+type HistoryPruner interface {
+	PruneHistory(ctx context.Context, ns Namespace, before time.Time) (int, error)
+}
+
 // Remover deletes a dated memory file that retention let go. rel is relative to the
 // namespace's root (/Users/{uid} or /Channels/{token}), e.g. "memories/2025-09-01.md".
 // The default deletes the local copy; a synced workspace may need the deletion to
@@ -117,6 +124,12 @@ type Config struct {
 	// RetentionDays deletes dated memory files and ephemeral index chunks older than
 	// this many days; 0 keeps them.
 	RetentionDays int
+	// HistoryDays (read at every run: an admin changes it live) deletes the namespace's
+	// history older than this many days through History; 0 keeps it.
+	HistoryDays func() int
+	// History deletes a user's finished tasks and audit entries, or a conversation's
+	// log, older than a time. nil keeps everything.
+	History HistoryPruner
 	// BudgetChars bounds the transcript given to the model (24000).
 	BudgetChars int
 	// InteractiveShare is the part of the budget reserved for interactive tasks (0.75).
@@ -338,6 +351,7 @@ type Outcome struct {
 
 	Expired      int      // ephemeral facts ended (all namespaces)
 	RemovedFiles []string // dated files deleted by retention
+	PrunedRows   int      // history rows deleted by history retention
 	// Warnings are failures after the answer was filed (USER.md, index, retention):
 	// already logged, they do not undo the run.
 	Warnings []string
@@ -572,11 +586,24 @@ func (c *Cycle) housekeeping(ctx context.Context, ns Namespace, loc *time.Locati
 		c.warn(out, "expire ephemeral facts", err)
 	}
 	out.Expired = n
+	local := now.In(loc)
+	// Whole days in the namespace's timezone: what went today, went at midnight.
+	daysAgo := func(days int) time.Time {
+		return time.Date(local.Year(), local.Month(), local.Day()-days, 0, 0, 0, 0, loc)
+	}
+	if c.cfg.History != nil && c.cfg.HistoryDays != nil {
+		if days := c.cfg.HistoryDays(); days > 0 {
+			pruned, err := c.cfg.History.PruneHistory(ctx, ns, daysAgo(days))
+			out.PrunedRows = pruned
+			if err != nil {
+				c.warn(out, "history retention", err)
+			}
+		}
+	}
 	if c.cfg.RetentionDays <= 0 {
 		return
 	}
-	local := now.In(loc)
-	cutoff := time.Date(local.Year(), local.Month(), local.Day()-c.cfg.RetentionDays, 0, 0, 0, 0, loc)
+	cutoff := daysAgo(c.cfg.RetentionDays)
 	removed, err := c.removeOldMemoryFiles(ctx, ns, cutoff.Format("2006-01-02"))
 	out.RemovedFiles = removed
 	if err != nil {

@@ -746,3 +746,47 @@ func TestParseExtraction(t *testing.T) {
 		t.Fatalf("empty object: %v", err)
 	}
 }
+
+type recordingPruner struct {
+	calls []string
+	err   error
+}
+
+func (p *recordingPruner) PruneHistory(_ context.Context, ns Namespace, before time.Time) (int, error) {
+	p.calls = append(p.calls, ns.String()+" "+before.Format(time.RFC3339))
+	return 7, p.err
+}
+
+// TestHistoryRetention: the nightly run deletes the namespace's history older than
+// HistoryDays (read at each run, so the admin's change applies without a restart), cut at
+// midnight in the namespace's timezone; a failure is a warning, not a failed run.
+func TestHistoryRetention(t *testing.T) {
+	ctx := context.Background()
+	days := 0
+	pruner := &recordingPruner{}
+	e := newEnv(t, Config{HistoryDays: func() int { return days }, History: pruner})
+	e.now = time.Date(2026, 3, 29, 1, 0, 0, 0, time.UTC) // 03:00 in Berlin
+	if _, err := e.cycle.Run(ctx, "user:alice", e.now); err != nil || len(pruner.calls) != 0 {
+		t.Fatalf("history_days 0 keeps everything: %v %v", pruner.calls, err)
+	}
+	days = 30
+	out, err := e.cycle.Run(ctx, "user:alice", e.now)
+	if err != nil || out.PrunedRows != 7 {
+		t.Fatalf("%+v %v", out, err)
+	}
+	if _, err := e.cycle.Run(ctx, "user:bob", e.now); err != nil { // 21:00 on the 28th in New York
+		t.Fatal(err)
+	}
+	if _, err := e.cycle.Run(ctx, "channel:room1", e.now); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"user:alice 2026-02-27T00:00:00+01:00", "user:bob 2026-02-26T00:00:00-05:00"}
+	if len(pruner.calls) != 3 || pruner.calls[0] != want[0] || pruner.calls[1] != want[1] || !strings.HasPrefix(pruner.calls[2], "channel:room1 ") {
+		t.Fatalf("pruned %v", pruner.calls)
+	}
+	pruner.err = errors.New("disk full")
+	out, err = e.cycle.Run(ctx, "user:alice", e.now)
+	if err != nil || len(out.Warnings) == 0 || !strings.Contains(strings.Join(out.Warnings, " "), "disk full") {
+		t.Fatalf("a failed prune: %+v %v", out, err)
+	}
+}
