@@ -124,7 +124,9 @@ async function openSection(path, user, password, width) {
 			appErrors.push(`request failed: ${req.method()} ${req.url()}: ${req.failure()?.errorText}`)
 		}
 	})
-	const res = await page.goto(`${ncUrl}/index.php${path}`)
+	// PHP's built-in server answers one request at a time: on a busy machine a page with
+	// its scripts can take longer than Playwright's 30 s default.
+	const res = await page.goto(`${ncUrl}/index.php${path}`, { timeout: WAIT })
 	assert.equal(res?.status(), 200, `GET ${path} as ${user}: HTTP ${res?.status()} at ${page.url()}`)
 	assert.ok(!page.url().includes('/login'), `${user} was sent to the login page: ${page.url()}`)
 	return { page, context, appErrors, ignored }
