@@ -30,14 +30,16 @@ class EventPayloadBuilder {
 
 	/**
 	 * @param array<string, mixed> $message BotInvokeEvent::getMessage()
+	 * @param ?IUser $sender who caused the event when the payload's actor cannot be
+	 *                       trusted to say (a reaction, see TalkEventForwarder)
 	 * @return array{bot_url: string, event: array<string, mixed>, sender: ?array<string, mixed>, conversation: array<string, mixed>, received_at: string}
 	 */
-	public function build(string $botUrl, array $message): array {
+	public function build(string $botUrl, array $message, ?IUser $sender = null): array {
 		$actor = is_array($message['actor'] ?? null) ? $message['actor'] : [];
 		return [
 			'bot_url' => $botUrl,
 			'event' => $message,
-			'sender' => $this->sender($actor),
+			'sender' => $sender !== null ? ['uid' => (string)$sender->getUID()] + $this->profiles->of($sender) : $this->sender($actor),
 			'conversation' => $this->conversation($message),
 			'received_at' => gmdate('Y-m-d\TH:i:sP', $this->time->getTime()),
 		];

@@ -14,6 +14,7 @@ use OCA\Istota\Exception\SidecarException;
 use OCA\Istota\Exception\SidecarRejectedException;
 use OCA\Talk\Events\BotInvokeEvent;
 use OCP\AppFramework\Utility\ITimeFactory;
+use OCP\IUserSession;
 use Psr\Log\LoggerInterface;
 
 /**
@@ -33,8 +34,13 @@ use Psr\Log\LoggerInterface;
 class TalkEventForwarder {
 	public const REACTION = '👀';
 
-	/** Invocation types the sidecar wants; Like/Undo are skipped (our own 👀 comes back as Like). */
-	private const FORWARDED_TYPES = ['Create', 'Activity', 'Join', 'Leave'];
+	/**
+	 * Invocation types the sidecar wants. Of Like only 👍 and 👎, which answer the bot's
+	 * approval questions; other reactions (our own 👀 comes back as Like) and Undo are
+	 * skipped.
+	 */
+	private const FORWARDED_TYPES = ['Create', 'Activity', 'Join', 'Leave', 'Like'];
+	private const ANSWER_REACTIONS = ['👍', '👎'];
 	/** Talk only applies reactions to invocations about a comment. */
 	private const REACTABLE_TYPES = ['Create', 'Activity'];
 
@@ -48,7 +54,14 @@ class TalkEventForwarder {
 		private readonly AddressingRule $addressing,
 		private readonly ITimeFactory $time,
 		private readonly LoggerInterface $logger,
+		private readonly IUserSession $userSession,
 	) {
+	}
+
+	/** Whether a reaction is a yes or no (any skin tone). */
+	public static function isAnswerReaction(mixed $emoji): bool {
+		return is_string($emoji)
+			&& in_array(preg_replace('/[\x{1F3FB}-\x{1F3FF}\x{FE0F}]/u', '', $emoji), self::ANSWER_REACTIONS, true);
 	}
 
 	/** Whether a bot URL is ours: exactly our URL or one with a path below it. */
@@ -75,8 +88,20 @@ class TalkEventForwarder {
 		if (!in_array($type, self::FORWARDED_TYPES, true)) {
 			return;
 		}
+		$reactor = null;
+		if ($type === 'Like') {
+			if (!self::isAnswerReaction($message['content'] ?? null)) {
+				return;
+			}
+			// Before Talk 22.0.9 a Like's actor is the reacted message's author (the bot),
+			// not the reacting user; this listener runs in the reacting user's request.
+			$reactor = $this->userSession->getUser();
+			if ($reactor === null) {
+				return;
+			}
+		}
 
-		$payload = $this->payloads->build($botUrl, $message);
+		$payload = $this->payloads->build($botUrl, $message, $reactor);
 		$payload += $this->attachments->import($message, $payload['sender']);
 		$body = $this->payloads->encode($payload);
 		$token = EventPayloadBuilder::conversationToken($message);

@@ -11,6 +11,7 @@ namespace OCA\Istota\Tests\Support;
 
 use OCA\Istota\AppInfo\Application;
 use OCA\Istota\Controller\AdminController;
+use OCA\Istota\Controller\ApprovalsController;
 use OCA\Istota\Controller\MeController;
 use OCA\Istota\Controller\SidecarController;
 use OCA\Istota\Controller\MemoryController;
@@ -27,6 +28,7 @@ use OCA\Istota\Service\BotAccount;
 use OCA\Istota\Service\BotRegistration;
 use OCA\Istota\Service\EventPayloadBuilder;
 use OCA\Istota\Service\MemoryService;
+use OCA\Istota\Service\ApprovalsService;
 use OCA\Istota\Service\MeService;
 use OCA\Istota\Service\OutboxFlusher;
 use OCA\Istota\Service\RawBody;
@@ -131,11 +133,11 @@ final class Harness {
 		$this->sessions = new SessionService($this->directory, $this->profiles, $this->client, $this->settings, $this->cache);
 		$this->files = new TestFiles(substr($this->dbPath, 0, -strlen('.sqlite')) . '-data', $this->directory);
 		$this->attachments = new AttachmentImporter($this->files, $this->directory, $this->settings, $this->sessions, $this->logger);
-		$this->forwarder = new TalkEventForwarder($this->settings, $this->payloads, $this->attachments, $this->client, $this->outbox, $this->flusher, new AddressingRule(), $this->clock, $this->logger);
+		$this->session = new TestUserSession();
+		$this->forwarder = new TalkEventForwarder($this->settings, $this->payloads, $this->attachments, $this->client, $this->outbox, $this->flusher, new AddressingRule(), $this->clock, $this->logger, $this->session);
 		$this->dispatcher = new RecordingDispatcher();
 		$this->registration = new BotRegistration($this->settings, $this->talk, $this->dispatcher);
 		$this->account = new BotAccount($this->directory, $this->settings, $this->random);
-		$this->session = new TestUserSession();
 		$this->urls = new TestUrlGenerator();
 		$this->l10n = new TestL10N();
 	}
@@ -152,6 +154,11 @@ final class Harness {
 	public function meController(): MeController {
 		return new MeController(new TestRequest(), $this->session, $this->l10n, $this->logger,
 			new MeService($this->sessionService(), $this->client), $this->wsTokens());
+	}
+
+	public function approvalsController(): ApprovalsController {
+		return new ApprovalsController(new TestRequest(), $this->session, $this->l10n, $this->logger,
+			new ApprovalsService($this->sessionService(), $this->client));
 	}
 
 	public function sessionService(): SessionService {

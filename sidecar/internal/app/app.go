@@ -51,6 +51,13 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			return ExitCode(code)
 		}
 		return nil
+	case "hook":
+		// Inside the sandbox: Claude Code's PreToolUse hook, a client of the approvals
+		// check behind the skills socket.
+		if code := credproxy.RunHook(rest, stdin, stdout, stderr); code != 0 {
+			return ExitCode(code)
+		}
+		return nil
 	case "sandbox-init":
 		// Runs inside the sandbox as its init: no config, no database, no secrets.
 		if code := sandbox.RunInit(rest, stdin, stdout, stderr); code != 0 {

@@ -126,6 +126,21 @@ func (l *sandboxLaunchers) agentPath() string {
 	return sandbox.AgentPath(l.agent)
 }
 
+// hookCommand is the command line of Claude Code's PreToolUse hook as the agent sees
+// it: this binary's "hook pre-tool-use", which asks the approvals check through the
+// task's skills socket.
+func (l *sandboxLaunchers) hookCommand() (string, error) {
+	self := sandbox.SelfBinary
+	if l.cfg.Sandbox.Unsandboxed {
+		p, err := os.Executable()
+		if err != nil {
+			return "", fmt.Errorf("locate the istota binary for the tool hook: %w", err)
+		}
+		self = p
+	}
+	return self + " " + credproxy.HookCommand, nil
+}
+
 func (l *sandboxLaunchers) describe() string {
 	if l.cfg.Sandbox.Unsandboxed {
 		return "DISABLED"

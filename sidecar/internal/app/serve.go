@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/istota/istota/sidecar/internal/appcall"
+	"github.com/istota/istota/sidecar/internal/approval"
 	"github.com/istota/istota/sidecar/internal/audit"
 	"github.com/istota/istota/sidecar/internal/brain"
 	"github.com/istota/istota/sidecar/internal/brain/claude"
@@ -51,23 +52,25 @@ import (
 
 // sidecar is every long-lived component of `istota serve`, in start order.
 type sidecar struct {
-	files    *workspace.Workspace // nil without a bot account
-	graph    *knowledge.Graph
-	mem      *memory.Memory
-	cfg      config.Config
-	log      *slog.Logger
-	lock     *processLock
-	db       *store.DB
-	queue    *queue.Queue
-	outbox   *outbox.Outbox
-	pool     *worker.Pool
-	exec     *executor.Executor
-	intake   *intake.Intake
-	api      *httpapi.API
-	owner    string
-	launcher *sandboxLaunchers
-	mail     *mailChannel // nil unless [mail] is enabled
-	sched    *schedule.Scheduler
+	files *workspace.Workspace // nil without a bot account
+	graph *knowledge.Graph
+	mem   *memory.Memory
+	// approvals asks the user before risky actions (skills, the agent's own tools).
+	approvals *approval.Service
+	cfg       config.Config
+	log       *slog.Logger
+	lock      *processLock
+	db        *store.DB
+	queue     *queue.Queue
+	outbox    *outbox.Outbox
+	pool      *worker.Pool
+	exec      *executor.Executor
+	intake    *intake.Intake
+	api       *httpapi.API
+	owner     string
+	launcher  *sandboxLaunchers
+	mail      *mailChannel // nil unless [mail] is enabled
+	sched     *schedule.Scheduler
 	// calendars reads the calendars users shared with the bot; nil without a bot account.
 	calendars *calendar.Client
 	jobs      *jobs.Runner      // CRON.md jobs and TASKS.md lines
@@ -209,7 +212,14 @@ func openSidecar(ctx context.Context, cfg config.Config, log *slog.Logger, why p
 	if err := skills.RegisterBuiltins(registry, kvs, creds); err != nil {
 		return nil, err
 	}
-	s.launcher.skills = credproxy.New(registry, creds, auditLog, log.With("component", "credproxy"), credproxy.Options{})
+	s.approvals = approval.New(s.db, s.queue, s.outbox, approval.Options{
+		Defaults: func() approval.Policies { return approvalPolicies(s.pages.settings.Effective().Approvals) },
+		Timeout:  func() time.Duration { return s.pages.settings.Effective().Approvals.Timeout.Duration },
+		Audit:    auditLog,
+		OnNotice: s.outbox.Wake,
+		Logger:   log.With("component", "approval"),
+	})
+	s.launcher.skills = credproxy.New(registry, creds, auditLog, log.With("component", "credproxy"), credproxy.Options{Gate: s.approvals})
 	s.launcher.usage = usage.New(s.db)
 	s.launcher.apiKey = s.pages.settings.APIKey
 	agent, err := s.newBrain(cfg, log)
@@ -272,6 +282,7 @@ func openSidecar(ctx context.Context, cfg config.Config, log *slog.Logger, why p
 		OnReply:             func() { s.outbox.Wake(); s.mail.wake() },
 		Commands:            command.Shell{},
 		Budget:              s.budget(),
+		Approvals:           s.approvals,
 		Deferred: deferred.New(kvs, s.queue, auditLog, log.With("component", "deferred"),
 			deferred.Options{SubtaskSource: queue.SourceSubtask}),
 	})
@@ -318,6 +329,7 @@ func openSidecar(ctx context.Context, cfg config.Config, log *slog.Logger, why p
 		Prefetch:  s.prefetch,
 		Access:    s.pages.settings,
 		Budget:    s.budget(),
+		Approvals: s.approvals,
 	})
 	if err := s.openPages(heartbeatStatus{s.checks}, briefingStatus{s.brief}); err != nil {
 		return nil, err
@@ -335,12 +347,23 @@ func openSidecar(ctx context.Context, cfg config.Config, log *slog.Logger, why p
 	return s, nil
 }
 
+// approvalPolicies reads the admin's policies from the configuration (validated there).
+func approvalPolicies(c config.Approvals) approval.Policies {
+	return approval.Policies{Read: approval.Policy(c.Read), WriteOwn: approval.Policy(c.WriteOwn),
+		External: approval.Policy(c.External), Admin: approval.Policy(c.Admin)}
+}
+
 // newBrain builds the agent brain.kind names. The openai brain runs its loop here, in
 // the sidecar, so the key stays outside the sandbox and its token usage is recorded per
 // model response from here (the sandbox gateway records the claude brain's).
 func (s *sidecar) newBrain(cfg config.Config, log *slog.Logger) (brain.Brain, error) {
 	if cfg.Brain.Kind != "openai" {
-		return claude.New(claude.Config{Binary: s.launcher.agentPath(), Model: cfg.Brain.Model, MaxTurns: cfg.Brain.MaxTurns}, log.With("component", "claude")), nil
+		hook, err := s.launcher.hookCommand()
+		if err != nil {
+			return nil, err
+		}
+		return claude.New(claude.Config{Binary: s.launcher.agentPath(), Model: cfg.Brain.Model, MaxTurns: cfg.Brain.MaxTurns,
+			Hook: hook, ApprovalWait: cfg.Approvals.Timeout.Duration}, log.With("component", "claude")), nil
 	}
 	usageLog := log.With("component", "openai")
 	b, err := openai.New(openai.Config{

@@ -77,7 +77,7 @@ func (s *sidecar) openPages(heartbeats portal.HeartbeatStatus, briefings portal.
 		UserRoot: userRoot, ChannelRoot: channelRoot, BotName: cfg.Talk.BotName, BotDir: botDir,
 		Version: Version, Schema: store.SchemaVersion(), StartedAt: time.Now(), Sandbox: sb,
 		BotAccount: cfg.Nextcloud.BotUser != "" && cfg.Nextcloud.BotPassword != "", TalkSecret: cfg.Talk.BotSecret != "",
-		ReservedInteractive: cfg.Workers.ReservedInteractive, OnJobRun: onJobRun,
+		ReservedInteractive: cfg.Workers.ReservedInteractive, OnJobRun: onJobRun, Approvals: s.approvals,
 		Logger: s.log.With("component", "pages"),
 	})
 	if err != nil {

@@ -22,6 +22,9 @@ const (
 	ReasonBadRequest           = "bad_request"
 	ReasonBadToken             = "bad_token"
 	ReasonInvalidOperation     = "invalid_operation"
+	// ReasonNotApproved: the action's tier is set to deny, or the user said no (or did
+	// not answer in time) when asked.
+	ReasonNotApproved = "not_approved"
 	// ReasonSNIMismatch: a tunnel's TLS ClientHello named another server than the
 	// CONNECT host (domain fronting), named none, or hid it (encrypted ClientHello).
 	ReasonSNIMismatch = "sni_mismatch"

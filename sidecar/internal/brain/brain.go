@@ -7,6 +7,7 @@ package brain
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"os/exec"
 )
@@ -28,6 +29,11 @@ type Request struct {
 	// Model and MaxTurns override the brain's configured defaults when non-zero.
 	Model    string
 	MaxTurns int
+	// Approve, when set, is asked before each of the agent's own tool calls runs in a
+	// brain that runs its tool loop itself (the openai brain); it may wait for the
+	// user's answer. ok false means the call must not run, and reason is what the model
+	// is told. The claude brain asks through its PreToolUse hook instead.
+	Approve func(ctx context.Context, tool string, input json.RawMessage) (ok bool, reason string, err error)
 }
 
 // EventKind says what an Event reports.

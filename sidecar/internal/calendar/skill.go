@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/istota/istota/sidecar/internal/approval"
 	"github.com/istota/istota/sidecar/internal/skills"
 )
 
@@ -33,14 +34,34 @@ func RegisterSkill(reg *skills.Registry, client *Client, choose Choice) error {
 	}
 	return reg.Register(skills.Skill{
 		Manifest: skills.Manifest{
-			Name:    "calendar",
-			Summary: "list, create, update and delete events in the calendars you shared with the bot",
-			Usage:   skillUsage,
+			Name:     "calendar",
+			Summary:  "list, create, update and delete events in the calendars you shared with the bot",
+			Usage:    skillUsage,
+			Classify: classify,
 		},
 		Run: func(ctx context.Context, inv skills.Invocation) skills.Result {
 			return runSkill(ctx, client, choose, inv)
 		},
 	})
+}
+
+// classify: reading is read; creating, changing and deleting events writes a calendar
+// others may see, which is external.
+func classify(_ context.Context, inv skills.Invocation) approval.Action {
+	if len(inv.Args) == 0 {
+		return approval.Action{Tier: approval.TierRead}
+	}
+	switch inv.Args[0] {
+	case "create", "update", "delete":
+		verb := map[string]string{"create": "Create", "update": "Change", "delete": "Delete"}[inv.Args[0]]
+		what := "a calendar event"
+		if inv.Args[0] != "create" && len(inv.Args) > 1 {
+			what = "the calendar event " + inv.Args[1]
+		}
+		return approval.Action{Tier: approval.TierExternal,
+			Summary: fmt.Sprintf("%s %s: %s", verb, what, strings.Join(inv.Args[1:], " "))}
+	}
+	return approval.Action{Tier: approval.TierRead}
 }
 
 func runSkill(ctx context.Context, c *Client, choose Choice, inv skills.Invocation) skills.Result {

@@ -61,6 +61,19 @@ type Config struct {
 	Mail Mail `toml:"mail"`
 	// Briefings are the admin's defaults under every user's BRIEFINGS.md.
 	Briefings Briefings `toml:"briefings"`
+	// Approvals are the admin's policies per risk tier; users may only tighten them.
+	Approvals Approvals `toml:"approvals"`
+}
+
+// Approvals says, per risk tier of an agent's action, whether it runs ("allow"), waits
+// for the user's yes ("ask") or is refused ("deny"), and how long a question waits
+// (no answer means no).
+type Approvals struct {
+	Read     string   `toml:"read"`
+	WriteOwn string   `toml:"write_own"`
+	External string   `toml:"external"`
+	Admin    string   `toml:"admin"`
+	Timeout  Duration `toml:"timeout"`
 }
 
 // Access says who may use the bot and who is an Istota admin (besides Nextcloud admins).
@@ -280,6 +293,7 @@ func Default() Config {
 		Mail: Mail{IMAPTLS: "implicit", SMTPTLS: "starttls", Mailbox: "INBOX",
 			PollInterval: Duration{time.Minute}, MaxMessageMB: 25, MaxSendsPerHour: 10},
 		Briefings: Briefings{MaxItemsPerFeed: 5, ComponentTimeout: Duration{30 * time.Second}},
+		Approvals: Approvals{Read: "allow", WriteOwn: "allow", External: "ask", Admin: "ask", Timeout: Duration{30 * time.Minute}},
 	}
 }
 
@@ -395,6 +409,15 @@ func (c Config) Validate() error {
 	}
 	if c.Brain.MaxTurns < 1 {
 		bad("brain.max_turns", "must be at least 1")
+	}
+	for _, p := range []struct{ name, v string }{{"approvals.read", c.Approvals.Read}, {"approvals.write_own", c.Approvals.WriteOwn},
+		{"approvals.external", c.Approvals.External}, {"approvals.admin", c.Approvals.Admin}} {
+		if p.v != "allow" && p.v != "ask" && p.v != "deny" {
+			bad(p.name, "want allow, ask or deny, got %q", p.v)
+		}
+	}
+	if c.Approvals.Timeout.Duration < time.Second || c.Approvals.Timeout.Duration > 24*time.Hour {
+		bad("approvals.timeout", "must be between 1s and 24h")
 	}
 	if c.Brain.TaskTimeout.Duration < time.Second {
 		bad("brain.task_timeout", "must be at least 1s")

@@ -142,3 +142,58 @@ func nonNil(s []string) []string {
 	}
 	return s
 }
+
+// HookCommand is the subcommand of the istota binary that Claude Code runs as its
+// PreToolUse hook (RunHook): "<istota> hook pre-tool-use".
+const HookCommand = "hook pre-tool-use"
+
+// RunHook is "istota hook pre-tool-use" inside the sandbox: Claude Code's PreToolUse hook.
+// It hands the tool call Claude Code describes on stdin to the approvals check behind
+// the skills socket, which may wait for the user's answer, and prints Claude Code's
+// "deny" decision when the call may not run. The decision is made outside the sandbox;
+// when the check cannot be reached the call is denied.
+func RunHook(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) != 1 || args[0] != "pre-tool-use" {
+		fmt.Fprintln(stderr, "usage: istota hook pre-tool-use   (Claude Code's PreToolUse hook; reads the tool call on stdin)")
+		return ExitUsage
+	}
+	deny := func(reason string) int {
+		out, _ := json.Marshal(map[string]any{"hookSpecificOutput": map[string]any{
+			"hookEventName": "PreToolUse", "permissionDecision": "deny", "permissionDecisionReason": reason,
+		}})
+		fmt.Fprintln(stdout, string(out))
+		return 0
+	}
+	body, err := io.ReadAll(io.LimitReader(stdin, DefaultMaxRequestBytes+1))
+	if err != nil || len(body) > DefaultMaxRequestBytes {
+		return deny("the tool call could not be checked (its description is unreadable or too large)")
+	}
+	resp, err := socketClient().Post("http://istota/v1/approvals/tool", "application/json", bytes.NewReader(body))
+	if err != nil {
+		return deny("the approvals check is not reachable, so the tool was not run")
+	}
+	defer resp.Body.Close()
+	var d ToolDecision
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&d); err != nil || resp.StatusCode != http.StatusOK {
+		return deny("the approvals check failed, so the tool was not run")
+	}
+	if d.Decision != "allow" {
+		return deny(d.Reason)
+	}
+	return 0
+}
+
+// socketClient talks HTTP to the skills socket (SocketPath, or $ISTOTA_SKILLS_SOCKET).
+func socketClient() *http.Client {
+	sock := os.Getenv(SocketEnv)
+	if sock == "" {
+		sock = SocketPath
+	}
+	return &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", sock)
+		},
+		DisableKeepAlives: true,
+	}}
+}

@@ -14,6 +14,14 @@
 //
 //	200 {"exit_code": 0, "stdout": "<base64>", "stderr": "<base64>"}
 //	4xx/5xx {"error": {"code": "not_authorized", "message": "…"}}
+//
+// With Options.Gate a call first passes the approvals check (package approval): a tier
+// that asks makes the call wait for the user's answer. The agent's own tool calls are
+// checked the same way by "istota hook pre-tool-use" (Claude Code's PreToolUse hook):
+//
+//	POST /v1/approvals/tool
+//	{"tool_name": "WebFetch", "tool_input": {…}}
+//	200 {"decision": "allow"} or {"decision": "deny", "reason": "…"}
 package credproxy
 
 import (
@@ -30,6 +38,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/istota/istota/sidecar/internal/approval"
 	"github.com/istota/istota/sidecar/internal/audit"
 	"github.com/istota/istota/sidecar/internal/sandbox"
 	"github.com/istota/istota/sidecar/internal/skills"
@@ -94,6 +103,14 @@ type Options struct {
 	// Settings supplies non-secret variables (EnvVar.Credential empty), e.g. a server
 	// URL from the sidecar's config. Nil means there are none.
 	Settings func(userID, name string) (string, bool)
+	// Gate decides whether a call may run now, asking the user first when the call's
+	// tier says so (*approval.Service). Nil lets every call run.
+	Gate Gate
+}
+
+// Gate is the approvals check; it may wait for the user's answer.
+type Gate interface {
+	Check(ctx context.Context, who approval.Who, a approval.Action) (approval.Outcome, error)
 }
 
 // Server runs skills for sandboxes. One Server serves every task; each task gets its
@@ -185,6 +202,9 @@ func (s *Server) Handler(who Identity) http.Handler {
 	mux.HandleFunc("POST /v1/skills/{name}", func(w http.ResponseWriter, r *http.Request) {
 		s.handleSkill(w, r, who)
 	})
+	mux.HandleFunc("POST /v1/approvals/tool", func(w http.ResponseWriter, r *http.Request) {
+		s.handleTool(w, r, who)
+	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.refuse(r.Context(), w, who, r.Method+" "+truncate(r.URL.Path, 64), &refusal{
 			status: http.StatusNotFound, code: audit.ReasonBadRequest,
@@ -265,14 +285,18 @@ func (s *Server) handleSkill(w http.ResponseWriter, r *http.Request, who Identit
 		return
 	}
 
-	res := s.run(ctx, sk, skills.Invocation{
+	inv := skills.Invocation{
 		Args:    req.Args,
 		Stdin:   req.Stdin,
 		UserID:  who.UserID,
 		TaskID:  who.TaskID,
 		IsAdmin: who.IsAdmin,
 		Env:     env,
-	})
+	}
+	if !s.approved(w, r, who, name, sk.Action(ctx, inv)) {
+		return
+	}
+	res := s.run(ctx, sk, inv)
 	if res.Err != nil {
 		s.logger.Error("skill failed", "skill", name, "user_id", who.UserID, "task_id", who.TaskID, "err", res.Err)
 	}
@@ -306,6 +330,73 @@ func (s *Server) handleSkill(w http.ResponseWriter, r *http.Request, who Identit
 	}
 	s.record(ctx, audit.Entry{UserID: who.UserID, TaskID: who.TaskID, Component: component, Action: name, Allowed: true, Detail: detail})
 	writeJSON(w, http.StatusOK, out)
+}
+
+// approved runs the approvals check for a and, when the call may not run, answers the
+// client itself and returns false.
+func (s *Server) approved(w http.ResponseWriter, r *http.Request, who Identity, action string, a approval.Action) bool {
+	if s.opts.Gate == nil {
+		return true
+	}
+	ctx := r.Context()
+	out, err := s.opts.Gate.Check(ctx, approval.Who{UserID: who.UserID, TaskID: who.TaskID}, a)
+	switch {
+	case err != nil && ctx.Err() != nil:
+		writeError(w, http.StatusServiceUnavailable, codeInternal, "the task was stopped while it waited for the user's answer")
+		return false
+	case err != nil:
+		s.logger.Error("credproxy: approvals check failed", "action", action, "user_id", who.UserID, "task_id", who.TaskID, "err", err)
+		writeError(w, http.StatusInternalServerError, codeInternal, "the approvals check is unavailable; try again later")
+		return false
+	case !out.Allowed:
+		s.refuse(ctx, w, who, action, &refusal{status: http.StatusForbidden, code: audit.ReasonNotApproved,
+			message: out.Message, detail: fmt.Sprintf("tier=%s approval=%d", a.Tier, out.RequestID)})
+		return false
+	}
+	return true
+}
+
+// toolRequest is the body of POST /v1/approvals/tool: what Claude Code hands its
+// PreToolUse hook, of which only the tool matters.
+type toolRequest struct {
+	ToolName  string          `json:"tool_name"`
+	ToolInput json.RawMessage `json:"tool_input"`
+}
+
+// ToolDecision is the answer of POST /v1/approvals/tool.
+type ToolDecision struct {
+	Decision string `json:"decision"` // allow | deny
+	Reason   string `json:"reason,omitempty"`
+}
+
+// handleTool checks one of the agent's own tool calls before it runs.
+func (s *Server) handleTool(w http.ResponseWriter, r *http.Request, who Identity) {
+	var req toolRequest
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, s.opts.MaxRequestBytes))
+	if err := dec.Decode(&req); err != nil || req.ToolName == "" || len(req.ToolName) > 200 {
+		s.refuse(r.Context(), w, who, "tool", &refusal{status: http.StatusBadRequest, code: audit.ReasonBadRequest,
+			message: `the request is not {"tool_name": "…", "tool_input": {…}}`, detail: "malformed tool check"})
+		return
+	}
+	a := approval.ClassifyTool(req.ToolName, req.ToolInput)
+	if s.opts.Gate == nil {
+		writeJSON(w, http.StatusOK, ToolDecision{Decision: "allow"})
+		return
+	}
+	out, err := s.opts.Gate.Check(r.Context(), approval.Who{UserID: who.UserID, TaskID: who.TaskID}, a)
+	switch {
+	case err != nil:
+		if r.Context().Err() == nil {
+			s.logger.Error("credproxy: approvals check failed", "tool", req.ToolName, "user_id", who.UserID, "task_id", who.TaskID, "err", err)
+		}
+		writeJSON(w, http.StatusOK, ToolDecision{Decision: "deny", Reason: "the approvals check is unavailable; the tool was not run"})
+	case !out.Allowed:
+		s.record(r.Context(), audit.Entry{UserID: who.UserID, TaskID: who.TaskID, Component: component, Action: "tool " + req.ToolName,
+			Reason: audit.ReasonNotApproved, Detail: fmt.Sprintf("tier=%s approval=%d", a.Tier, out.RequestID)})
+		writeJSON(w, http.StatusOK, ToolDecision{Decision: "deny", Reason: out.Message})
+	default:
+		writeJSON(w, http.StatusOK, ToolDecision{Decision: "allow"})
+	}
 }
 
 // decode reads and checks the request body.

@@ -6,6 +6,7 @@ package executor
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/istota/istota/sidecar/internal/approval"
 	"github.com/istota/istota/sidecar/internal/brain"
 	"github.com/istota/istota/sidecar/internal/convlog"
 	"github.com/istota/istota/sidecar/internal/deferred"
@@ -110,7 +112,22 @@ type Options struct {
 	// Budget refuses to start a model run for a user over their daily token budget,
 	// whatever queued the task (Talk, mail, CRON.md, TASKS.md, briefings); nil has none.
 	Budget Budget
+	// Approvals checks the agent's own tool calls in brains that run their tool loop
+	// here, and says how long a task waited for the user's answers, which its timeout
+	// does not count; nil checks nothing.
+	Approvals Approvals
 }
+
+// Approvals is the approvals check as the executor uses it (*approval.Service).
+type Approvals interface {
+	Check(ctx context.Context, who approval.Who, a approval.Action) (approval.Outcome, error)
+	Paused(taskID int64) time.Duration
+	Forget(taskID int64)
+}
+
+// errTaskTimeout ends a run that took longer than Options.TaskTimeout, not counting
+// the time it waited for the user's answers.
+var errTaskTimeout = errors.New("task timeout")
 
 // Budget says why a user may not start a model run now ("" when they may).
 type Budget interface {
@@ -232,6 +249,57 @@ func (e *Executor) Handle(ctx context.Context, t queue.Task) {
 	}
 }
 
+// taskTimer cancels a run with errTaskTimeout once it has run Options.TaskTimeout, not
+// counting the time it waited for the user's answers. The returned func stops it.
+func (e *Executor) taskTimer(taskID int64, cancel context.CancelCauseFunc) func() {
+	start := time.Now()
+	var (
+		mu      sync.Mutex
+		timer   *time.Timer
+		stopped bool
+	)
+	var check func()
+	check = func() {
+		var paused time.Duration
+		if e.opts.Approvals != nil {
+			paused = e.opts.Approvals.Paused(taskID)
+		}
+		left := e.opts.TaskTimeout + paused - time.Since(start)
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case stopped:
+		case left > 0:
+			timer = time.AfterFunc(left, check)
+		default:
+			cancel(errTaskTimeout)
+		}
+	}
+	mu.Lock()
+	timer = time.AfterFunc(e.opts.TaskTimeout, check)
+	mu.Unlock()
+	return func() {
+		mu.Lock()
+		stopped = true
+		timer.Stop()
+		mu.Unlock()
+		if e.opts.Approvals != nil {
+			e.opts.Approvals.Forget(taskID)
+		}
+	}
+}
+
+// approver asks the approvals check about one of the agent's own tool calls of t.
+func (e *Executor) approver(t queue.Task) func(ctx context.Context, tool string, input json.RawMessage) (bool, string, error) {
+	if e.opts.Approvals == nil {
+		return nil
+	}
+	return func(ctx context.Context, tool string, input json.RawMessage) (bool, string, error) {
+		out, err := e.opts.Approvals.Check(ctx, approval.Who{UserID: t.UserID, TaskID: t.ID}, approval.ClassifyTool(tool, input))
+		return out.Allowed, out.Message, err
+	}
+}
+
 // Prompt builds the prompt a task would get, for `istota task --dry-run`.
 func (e *Executor) Prompt(ctx context.Context, t queue.Task) (string, error) {
 	u, err := e.loadUser(ctx, t.UserID)
@@ -285,8 +353,10 @@ func (e *Executor) run(ctx context.Context, t queue.Task, log *slog.Logger, ph *
 			return brain.Result{}, err
 		}
 	}
-	runCtx, cancel := context.WithTimeout(ctx, e.opts.TaskTimeout)
-	defer cancel()
+	runCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stopTimer := e.taskTimer(t.ID, cancel)
+	defer stopTimer()
 	launcher, closeSandbox, err := e.launchers.ForTask(runCtx, t, ws)
 	if err != nil {
 		return brain.Result{}, fmt.Errorf("prepare sandbox: %w", err)
@@ -308,9 +378,10 @@ func (e *Executor) run(ctx context.Context, t queue.Task, log *slog.Logger, ph *
 		Prompt:   text,
 		Model:    e.opts.Model,
 		MaxTurns: e.opts.MaxTurns,
+		Approve:  e.approver(t),
 	}, launcher, progress.event)
 	ph.agent = time.Since(agentStart)
-	if errors.Is(runCtx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
+	if errors.Is(context.Cause(runCtx), errTaskTimeout) && ctx.Err() == nil {
 		return res, fmt.Errorf("timed out after %s: %w", e.opts.TaskTimeout, context.DeadlineExceeded)
 	}
 	if err == nil && res.OK && e.opts.Deferred != nil {

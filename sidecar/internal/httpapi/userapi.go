@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/istota/istota/sidecar/internal/approval"
 	"github.com/istota/istota/sidecar/internal/portal"
 )
 
@@ -60,6 +61,35 @@ func (a *API) routePortal() {
 	user("POST /v1/users/{uid}/stop", func(w http.ResponseWriter, r *http.Request, uid string, _ []byte) error {
 		st, err := p.Stop(r.Context(), uid)
 		return ok(w, st, err)
+	})
+	user("GET /v1/users/{uid}/approvals", func(w http.ResponseWriter, r *http.Request, uid string, _ []byte) error {
+		a, err := p.Approvals(r.Context(), uid)
+		return ok(w, a, err)
+	})
+	user("POST /v1/users/{uid}/approvals/{id}", func(w http.ResponseWriter, r *http.Request, uid string, body []byte) error {
+		id, err := pathID(r, "id")
+		if err != nil {
+			return err
+		}
+		var in struct {
+			Approve *bool `json:"approve"`
+		}
+		if err := decodeRequest(body, &in); err != nil {
+			return err
+		}
+		if in.Approve == nil {
+			return &Error{Status: http.StatusBadRequest, Code: "invalid_request", Message: "approve (true or false) is required"}
+		}
+		req, err := p.DecideApproval(r.Context(), uid, id, *in.Approve)
+		return ok(w, req, err)
+	})
+	user("PUT /v1/users/{uid}/approvals/policies", func(w http.ResponseWriter, r *http.Request, uid string, body []byte) error {
+		var in approval.Policies
+		if err := decodeRequest(body, &in); err != nil {
+			return err
+		}
+		pols, err := p.SaveApprovalPolicies(r.Context(), uid, in)
+		return ok(w, pols, err)
 	})
 	user("GET /v1/users/{uid}/memory/user", func(w http.ResponseWriter, r *http.Request, uid string, _ []byte) error {
 		doc, err := p.UserMD(r.Context(), uid)

@@ -85,7 +85,7 @@ func (in *Intake) helpText() string {
 
 func (in *Intake) statusText(ctx context.Context, tx *sql.Tx, s Sender) (string, error) {
 	rows, err := tx.QueryContext(ctx, `SELECT id, status, prompt, started_at, attempts, max_attempts, next_attempt_at
-		FROM tasks WHERE user_id = ? AND status IN ('pending','locked','running') ORDER BY id`, s.UID)
+		FROM tasks WHERE user_id = ? AND status IN ('pending','locked','running','pending_confirmation') ORDER BY id`, s.UID)
 	if err != nil {
 		return "", fmt.Errorf("status: %w", err)
 	}
@@ -107,6 +107,8 @@ func (in *Intake) statusText(ctx context.Context, tx *sql.Tx, s Sender) (string,
 		t.Status = queue.Status(status)
 		line := fmt.Sprintf("#%d %s", t.ID, excerpt(t.Prompt, 60))
 		switch {
+		case t.Status == queue.PendingConfirmation:
+			running = append(running, line+" (waiting for your answer to a question)")
 		case t.Status == queue.Running || t.Status == queue.Locked:
 			var notes []string
 			if at, err := store.ParseTime(started); err == nil && !at.IsZero() {
@@ -154,7 +156,7 @@ func (in *Intake) stop(ctx context.Context, tx *sql.Tx, uid string) (string, []q
 	}
 	var running []queue.Task
 	for _, t := range cancelled {
-		if t.Status == queue.Running || t.Status == queue.Locked {
+		if t.Status == queue.Running || t.Status == queue.Locked || t.Status == queue.PendingConfirmation {
 			running = append(running, t)
 		}
 	}

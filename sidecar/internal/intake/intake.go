@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/istota/istota/sidecar/internal/approval"
 	"github.com/istota/istota/sidecar/internal/convlog"
 	"github.com/istota/istota/sidecar/internal/outbox"
 	"github.com/istota/istota/sidecar/internal/queue"
@@ -128,6 +129,13 @@ func (in *Intake) decide(s Sender) (allowed, admin bool) {
 	return in.opts.Access.Decide(s.UID, s.Groups, s.IsAdmin)
 }
 
+// Approvals is the approvals service as intake uses it (*approval.Service).
+type Approvals interface {
+	MatchTx(ctx context.Context, tx *sql.Tx, a approval.TalkAnswer) (approval.Match, error)
+	Decide(ctx context.Context, id int64, uid string, approve bool, via string) (approval.Request, error)
+	CancelTasks(ctx context.Context, uid string, taskIDs []int64) error
+}
+
 // Canceller stops a running task's process group (the worker pool).
 type Canceller interface {
 	Cancel(taskID int64) bool
@@ -154,6 +162,9 @@ type Options struct {
 	// Budget refuses new agent tasks of a user over the daily token budget; nil has
 	// no budget.
 	Budget Budget
+	// Approvals reads yes/no answers (replies and 👍/👎 reactions) to the questions the
+	// bot asked, and cancels the questions of tasks !stop stops; nil reads none.
+	Approvals Approvals
 	// OnTask and OnReply are wake-up hints for the worker pool and the outbox.
 	OnTask func()
 	// Prefetch, if set, is told whose files a new task will need (the sender's and the
@@ -227,6 +238,8 @@ func (in *Intake) Handle(ctx context.Context, p Payload) (Answer, error) {
 			return Answer{}, &InvalidError{Msg: "object.id is not a message id"}
 		}
 		return in.handleMessage(ctx, p, ev)
+	case ev.Type == talk.TypeLike:
+		return in.handleReaction(ctx, p, ev)
 	case ev.Type == "Join" || ev.Type == "Leave":
 		err := in.tx(ctx, func(tx *sql.Tx) error { return in.upsertConversation(ctx, tx, ev, p.Conversation) })
 		return Answer{Status: StatusIgnored, Reason: strings.ToLower(ev.Type)}, err
@@ -240,8 +253,9 @@ func (in *Intake) handleMessage(ctx context.Context, p Payload, ev talk.Event) (
 	var ans Answer
 	var woke struct{ task, reply bool }
 	var cancelled []queue.Task
+	var answer approval.Match
 	err := in.tx(ctx, func(tx *sql.Tx) error {
-		ans, woke.task, woke.reply, cancelled = Answer{}, false, false, nil
+		ans, woke.task, woke.reply, cancelled, answer = Answer{}, false, false, nil, approval.Match{}
 		if err := in.upsertConversation(ctx, tx, ev, p.Conversation); err != nil {
 			return err
 		}
@@ -270,6 +284,27 @@ func (in *Intake) handleMessage(ctx context.Context, p Payload, ev talk.Event) (
 		if !created {
 			ans = Answer{Status: StatusDuplicate, Addressed: addressed}
 			return nil
+		}
+		if in.opts.Approvals != nil && p.Sender != nil && ev.Type == talk.TypeCreate {
+			// A yes or no to a question the bot asked is no request of its own,
+			// addressed or not (a reply in a group need not name the bot).
+			quoted := ""
+			if ev.InReplyTo != nil && ev.InReplyTo.ActorType == talk.ActorBots {
+				quoted = ev.InReplyTo.Message
+			}
+			m, err := in.opts.Approvals.MatchTx(ctx, tx, approval.TalkAnswer{Token: ev.Token, UserID: p.Sender.UID, Text: ev.Message, Quoted: quoted})
+			if err != nil {
+				return err
+			}
+			if m.Handled {
+				answer = m
+				ans = Answer{Status: StatusAccepted, Reason: "answer to a question"}
+				if m.Notice != "" {
+					woke.reply = true
+					return in.notice(ctx, tx, ev, "approval", m.Notice)
+				}
+				return nil
+			}
 		}
 		if !addressed {
 			ans = Answer{Status: StatusLogged}
@@ -326,9 +361,17 @@ func (in *Intake) handleMessage(ctx context.Context, p Payload, ev talk.Event) (
 	if ans.Command == "cron" && in.opts.Cron != nil {
 		in.opts.Cron.Wake() // a run asked for with !cron run starts now, not next minute
 	}
+	in.decideAnswer(ctx, ev, p.Sender, answer)
+	var stopped []int64
 	for _, t := range cancelled {
+		stopped = append(stopped, t.ID)
 		if in.opts.Canceller != nil && in.opts.Canceller.Cancel(t.ID) {
 			in.opts.Logger.Info("stopped running task", "task_id", t.ID, "user_id", t.UserID)
+		}
+	}
+	if len(stopped) > 0 && in.opts.Approvals != nil {
+		if err := in.opts.Approvals.CancelTasks(ctx, p.Sender.UID, stopped); err != nil {
+			in.opts.Logger.Error("cancelling the questions of stopped tasks failed", "user_id", p.Sender.UID, "err", err)
 		}
 	}
 	if woke.task {
@@ -341,6 +384,54 @@ func (in *Intake) handleMessage(ctx context.Context, p Payload, ev talk.Event) (
 		in.opts.OnReply()
 	}
 	return ans, nil
+}
+
+// handleReaction reads a 👍 or 👎 on a question the bot asked as its answer. Other
+// reactions change nothing.
+func (in *Intake) handleReaction(ctx context.Context, p Payload, ev talk.Event) (Answer, error) {
+	if in.opts.Approvals == nil || p.Sender == nil {
+		return Answer{Status: StatusIgnored, Reason: "reaction"}, nil
+	}
+	var m approval.Match
+	err := in.tx(ctx, func(tx *sql.Tx) error {
+		var err error
+		m, err = in.opts.Approvals.MatchTx(ctx, tx, approval.TalkAnswer{Token: ev.Token, UserID: p.Sender.UID, Reaction: ev.Reaction, Quoted: ev.Message})
+		if err != nil || m.Notice == "" {
+			return err
+		}
+		return in.notice(ctx, tx, ev, "approval-"+p.Sender.UID, m.Notice)
+	})
+	if err != nil {
+		return Answer{}, err
+	}
+	if !m.Handled {
+		return Answer{Status: StatusIgnored, Reason: "reaction"}, nil
+	}
+	if m.Notice != "" {
+		in.opts.OnReply()
+	}
+	in.decideAnswer(ctx, ev, p.Sender, m)
+	return Answer{Status: StatusAccepted, Reason: "answer to a question"}, nil
+}
+
+// decideAnswer gives the answer m found, after the event's transaction committed; a
+// question that ended meanwhile is told to the sender.
+func (in *Intake) decideAnswer(ctx context.Context, ev talk.Event, s *Sender, m approval.Match) {
+	if m.RequestID == 0 || s == nil {
+		return
+	}
+	r, err := in.opts.Approvals.Decide(ctx, m.RequestID, s.UID, m.Approve, m.Via)
+	switch {
+	case errors.Is(err, approval.ErrDecided):
+		err = in.outbox.Enqueue(ctx, outbox.Message{Token: ev.Token, ReplyTo: ev.MessageID, Kind: "notice",
+			Text: fmt.Sprintf("Approval #%d is already %s.", r.ID, r.Status), Key: fmt.Sprintf("approval:%d:late:%d", r.ID, ev.MessageID)})
+		in.opts.OnReply()
+	case err == nil:
+		in.opts.Logger.Info("question answered in Talk", "approval_id", r.ID, "user_id", s.UID, "status", r.Status, "via", m.Via)
+	}
+	if err != nil {
+		in.opts.Logger.Error("answering a question failed", "approval_id", m.RequestID, "user_id", s.UID, "err", err)
+	}
 }
 
 // addressed applies the rules of ARCHITECTURE.md §4.2: an explicit respond mode wins;

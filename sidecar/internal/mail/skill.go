@@ -15,6 +15,7 @@ import (
 
 	gomail "github.com/emersion/go-message/mail"
 
+	"github.com/istota/istota/sidecar/internal/approval"
 	"github.com/istota/istota/sidecar/internal/skills"
 	"github.com/istota/istota/sidecar/internal/store"
 )
@@ -63,6 +64,9 @@ func RegisterSkill(reg *skills.Registry, o *Outbox, opts SkillOptions) error {
 			Name:    SkillName,
 			Summary: "send an e-mail to the user (or to domains the administrator allows)",
 			Usage:   skillUsage,
+			Classify: func(ctx context.Context, inv skills.Invocation) approval.Action {
+				return classifySend(ctx, o, opts, inv)
+			},
 		},
 		Run: func(ctx context.Context, inv skills.Invocation) skills.Result {
 			return runSkill(ctx, o, opts, inv)
@@ -100,11 +104,13 @@ type sendRequest struct {
 	Body    string   `json:"body"`
 }
 
-func skillSend(ctx context.Context, o *Outbox, opts SkillOptions, inv skills.Invocation) skills.Result {
-	var req sendRequest
+// parseSend reads the message of "email send" from the arguments or standard input;
+// bad gives the usage error instead.
+func parseSend(inv skills.Invocation) (req sendRequest, bad *skills.Result) {
 	var to stringList
 	var body string
 	var asJSON bool
+	usage := func(r skills.Result) (sendRequest, *skills.Result) { return sendRequest{}, &r }
 	fs := flag.NewFlagSet("email send", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.Var(&to, "to", "recipient (repeatable)")
@@ -112,19 +118,19 @@ func skillSend(ctx context.Context, o *Outbox, opts SkillOptions, inv skills.Inv
 	fs.StringVar(&body, "body", "", "body (default: standard input)")
 	fs.BoolVar(&asJSON, "json", false, "read the message as JSON from standard input")
 	if err := fs.Parse(inv.Args[1:]); err != nil || fs.NArg() > 0 {
-		return skills.Usagef("usage:\n%s", skillUsage)
+		return usage(skills.Usagef("usage:\n%s", skillUsage))
 	}
 	haveBody := false
 	fs.Visit(func(f *flag.Flag) { haveBody = haveBody || f.Name == "body" })
 	switch {
 	case asJSON:
 		if len(to) > 0 || req.Subject != "" || haveBody {
-			return skills.Usagef("email send: --json takes the whole message from standard input; give no other flags")
+			return usage(skills.Usagef("email send: --json takes the whole message from standard input; give no other flags"))
 		}
 		dec := json.NewDecoder(bytes.NewReader(inv.Stdin))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&req); err != nil {
-			return skills.Usagef("email send --json: standard input is not a message object: %v", err)
+			return usage(skills.Usagef("email send --json: standard input is not a message object: %v", err))
 		}
 	default:
 		req.To = to
@@ -135,17 +141,68 @@ func skillSend(ctx context.Context, o *Outbox, opts SkillOptions, inv skills.Inv
 	}
 	switch {
 	case len(req.To) == 0:
-		return skills.Usagef("email send: give at least one recipient (--to)")
+		return usage(skills.Usagef("email send: give at least one recipient (--to)"))
 	case len(req.To) > maxSkillRecipients:
-		return skills.Usagef("email send: at most %d recipients", maxSkillRecipients)
+		return usage(skills.Usagef("email send: at most %d recipients", maxSkillRecipients))
 	case strings.TrimSpace(req.Subject) == "":
-		return skills.Usagef("email send: give a subject (--subject)")
+		return usage(skills.Usagef("email send: give a subject (--subject)"))
 	case strings.TrimSpace(req.Body) == "":
-		return skills.Usagef("email send: the body is empty (give --body or standard input)")
+		return usage(skills.Usagef("email send: the body is empty (give --body or standard input)"))
 	case len(req.Body) > maxSkillBodyBytes:
-		return skills.Usagef("email send: the body is larger than %d KiB; save long material as a file in Nextcloud and send a short note", maxSkillBodyBytes>>10)
+		return usage(skills.Usagef("email send: the body is larger than %d KiB; save long material as a file in Nextcloud and send a short note", maxSkillBodyBytes>>10))
 	case !utf8.ValidString(req.Body):
-		return skills.Usagef("email send: the body is not valid UTF-8")
+		return usage(skills.Usagef("email send: the body is not valid UTF-8"))
+	}
+	return req, nil
+}
+
+// classifySend: a mail to the user's own addresses stays with them (write-own); one to
+// anybody else is external and names recipients, subject and the start of the body. A
+// call the skill will refuse anyway (bad arguments, a recipient it may not write to) is
+// read: nothing happens.
+func classifySend(ctx context.Context, o *Outbox, opts SkillOptions, inv skills.Invocation) approval.Action {
+	if len(inv.Args) == 0 || inv.Args[0] != "send" {
+		return approval.Action{Tier: approval.TierRead}
+	}
+	req, bad := parseSend(inv)
+	if bad != nil {
+		return approval.Action{Tier: approval.TierRead}
+	}
+	tier := approval.TierWriteOwn
+	own, err := userAddresses(ctx, o.db, inv.UserID)
+	if err != nil {
+		tier = approval.TierExternal // cannot tell: ask
+	}
+	for _, t := range req.To {
+		a, err := gomail.ParseAddress(t)
+		if err != nil {
+			return approval.Action{Tier: approval.TierRead}
+		}
+		addr := normAddr(a.Address)
+		if !mayReceive(addr, own, opts.AllowedDomains) {
+			return approval.Action{Tier: approval.TierRead}
+		}
+		if !slices.Contains(own, addr) {
+			tier = approval.TierExternal
+		}
+	}
+	lines := strings.Split(strings.TrimRight(req.Body, "\n"), "\n")
+	first := strings.TrimSpace(lines[0])
+	if r := []rune(first); len(r) > 120 {
+		first = string(r[:120]) + "…"
+	}
+	noun := "lines"
+	if len(lines) == 1 {
+		noun = "line"
+	}
+	return approval.Action{Tier: tier, Summary: fmt.Sprintf("Send an e-mail to %s, subject \u201c%s\u201d, %d %s: %s",
+		strings.Join(req.To, ", "), oneLine(req.Subject), len(lines), noun, first)}
+}
+
+func skillSend(ctx context.Context, o *Outbox, opts SkillOptions, inv skills.Invocation) skills.Result {
+	req, bad := parseSend(inv)
+	if bad != nil {
+		return *bad
 	}
 	if err := checkHeaderValue("subject", req.Subject); err != nil {
 		return skills.Usagef("email send: the subject must be a single line without control characters")

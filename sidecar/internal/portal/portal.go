@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/istota/istota/sidecar/internal/approval"
 	"github.com/istota/istota/sidecar/internal/calendar"
 	"github.com/istota/istota/sidecar/internal/knowledge"
 	"github.com/istota/istota/sidecar/internal/memory"
@@ -122,6 +123,8 @@ type Options struct {
 	Files      Files
 	Calendars  Calendars
 	Settings   *settings.Store
+	// Approvals lists and answers the questions the agent asks; nil has none.
+	Approvals *approval.Service
 	// UserRoot and ChannelRoot are the local mirrors of /Users/{uid} and
 	// /Channels/{token} (the workspace's, or the executor's when files are not synced).
 	UserRoot    func(uid string) (string, error)

@@ -279,7 +279,7 @@ func (s *Service) Stop(ctx context.Context, uid string) (Stopped, error) {
 	}
 	var out Stopped
 	for _, t := range cancelled {
-		if t.Status == queue.Running || t.Status == queue.Locked {
+		if t.Status == queue.Running || t.Status == queue.Locked || t.Status == queue.PendingConfirmation {
 			out.Stopped++
 			if s.o.Canceller != nil && s.o.Canceller.Cancel(t.ID) {
 				s.o.Logger.Info("stopped running task from the settings page", "task_id", t.ID, "user_id", uid)

@@ -58,7 +58,7 @@ func (q *Queue) Claim(ctx context.Context, owner string, interactiveOnly bool) (
 			  AND (c.interactive = 1 OR ? = 0)
 			  AND NOT EXISTS (
 				SELECT 1 FROM tasks b
-				WHERE b.user_id = c.user_id AND b.status IN ('locked', 'running'))
+				WHERE b.user_id = c.user_id AND b.status IN ('locked', 'running', 'pending_confirmation'))
 			ORDER BY c.interactive DESC, c.id
 			LIMIT 1)
 		RETURNING `+taskColumns,
@@ -111,7 +111,8 @@ func (q *Queue) Start(ctx context.Context, id int64, owner string) error {
 	return q.guarded(ctx, "start", id, res, err)
 }
 
-// Renew extends the lease of a locked or running task held by owner. ErrLeaseLost means
+// Renew extends the lease of a locked or running task held by owner (also while it
+// waits for the user's confirmation: the worker still holds it). ErrLeaseLost means
 // the task is no longer the caller's (cancelled, reclaimed, finished): stop working on it.
 func (q *Queue) Renew(ctx context.Context, id int64, owner string) error {
 	if err := requireOwner("renew", owner); err != nil {
@@ -119,9 +120,28 @@ func (q *Queue) Renew(ctx context.Context, id int64, owner string) error {
 	}
 	res, err := q.db.Write.ExecContext(ctx, `
 		UPDATE tasks SET lease_until = ?
-		WHERE id = ? AND lease_owner = ? AND status IN ('locked', 'running')`,
+		WHERE id = ? AND lease_owner = ? AND status IN ('locked', 'running', 'pending_confirmation')`,
 		store.FormatTime(q.now().Add(q.opts.Lease)), id, owner)
 	return q.guarded(ctx, "renew", id, res, err)
+}
+
+// Hold marks a running task as waiting for the user's confirmation (running →
+// pending_confirmation). Its worker keeps the lease; Resume sets it running again.
+// A task that is not running gives ErrLeaseLost (ErrCancelled when it was cancelled).
+func (q *Queue) Hold(ctx context.Context, id int64) error {
+	res, err := q.db.Write.ExecContext(ctx, `
+		UPDATE tasks SET status = 'pending_confirmation'
+		WHERE id = ? AND status IN ('running', 'pending_confirmation')`, id)
+	return q.guarded(ctx, "hold", id, res, err)
+}
+
+// Resume sets a task that waited for confirmation running again. A task that is
+// neither waiting nor running (cancelled, reclaimed) gives ErrLeaseLost.
+func (q *Queue) Resume(ctx context.Context, id int64) error {
+	res, err := q.db.Write.ExecContext(ctx, `
+		UPDATE tasks SET status = 'running'
+		WHERE id = ? AND status IN ('pending_confirmation', 'running')`, id)
+	return q.guarded(ctx, "resume", id, res, err)
 }
 
 // Release gives a locked or running task back to the queue without counting an attempt,
@@ -132,7 +152,7 @@ func (q *Queue) Release(ctx context.Context, id int64, owner string) error {
 	}
 	res, err := q.db.Write.ExecContext(ctx, `
 		UPDATE tasks SET status = 'pending', lease_owner = '', lease_until = '', next_attempt_at = ?
-		WHERE id = ? AND lease_owner = ? AND status IN ('locked', 'running')`,
+		WHERE id = ? AND lease_owner = ? AND status IN ('locked', 'running', 'pending_confirmation')`,
 		store.FormatTime(q.now()), id, owner)
 	return q.guarded(ctx, "release", id, res, err)
 }
@@ -235,7 +255,7 @@ func (q *Queue) fail(ctx context.Context, id int64, owner, reason string, transi
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("queue: fail task %d: %w", id, err)
 		}
-		if err != nil || leaseOwner != owner || (Status(status) != Locked && Status(status) != Running) {
+		if err != nil || leaseOwner != owner || (Status(status) != Locked && Status(status) != Running && Status(status) != PendingConfirmation) {
 			return leaseError(ctx, tx, "fail", id)
 		}
 		unavailable := 0
@@ -383,7 +403,7 @@ func (q *Queue) ReclaimAll(ctx context.Context) (int, error) {
 func (q *Queue) reclaim(ctx context.Context, all bool) (int, error) {
 	now := q.now()
 	rows, err := q.db.Write.QueryContext(ctx, `
-		SELECT id FROM tasks WHERE status IN ('locked', 'running') AND (? OR lease_until < ?) ORDER BY id`,
+		SELECT id FROM tasks WHERE status IN ('locked', 'running', 'pending_confirmation') AND (? OR lease_until < ?) ORDER BY id`,
 		all, store.FormatTime(now))
 	if err != nil {
 		return 0, fmt.Errorf("queue: reclaim: %w", err)
@@ -436,7 +456,7 @@ func (q *Queue) reclaimOne(ctx context.Context, id int64, all bool, now time.Tim
 			return err
 		}
 		// Re-check inside the transaction: the worker may have renewed or finished it.
-		if t.Status != Locked && t.Status != Running {
+		if t.Status != Locked && t.Status != Running && t.Status != PendingConfirmation {
 			return nil
 		}
 		if !all && !t.LeaseUntil.Before(now) {

@@ -38,6 +38,17 @@ type Admin struct {
 	Brain   Brain   `json:"brain"`
 	Workers Workers `json:"workers"`
 	Limits  Limits  `json:"limits"`
+	// Approvals are the default policies per risk tier (users may only tighten them).
+	Approvals Approvals `json:"approvals"`
+}
+
+// Approvals mirrors config.Approvals.
+type Approvals struct {
+	Read           string `json:"read"`
+	WriteOwn       string `json:"write_own"`
+	External       string `json:"external"`
+	Admin          string `json:"admin"`
+	TimeoutSeconds int    `json:"timeout_seconds"`
 }
 
 // Access says who may use the bot and who is an Istota admin. Empty Users and Groups
@@ -510,6 +521,8 @@ func view(c config.Config) Admin {
 		Workers: Workers{Max: c.Workers.Max, ReservedInteractive: c.Workers.ReservedInteractive},
 		Limits: Limits{TaskTimeoutSeconds: int(c.Brain.TaskTimeout.Duration / time.Second),
 			RetentionDays: c.Memory.RetentionDays, HistoryDays: c.Memory.HistoryDays},
+		Approvals: Approvals{Read: c.Approvals.Read, WriteOwn: c.Approvals.WriteOwn, External: c.Approvals.External,
+			Admin: c.Approvals.Admin, TimeoutSeconds: int(c.Approvals.Timeout.Duration / time.Second)},
 	}
 }
 
@@ -597,6 +610,15 @@ func checkNames(l []string) string {
 }
 
 func noCheck(*config.Config) string { return "" }
+
+// approvalKey is the policy of one risk tier; the panel's change applies to the next
+// action at once.
+func approvalKey(name string, field func(c *config.Config) *string) key {
+	return key{name: name, live: true,
+		get:   func(c *config.Config) any { return *field(c) },
+		set:   func(c *config.Config, r json.RawMessage) error { return setString(field(c))(r) },
+		check: noCheck}
+}
 
 // definitions is every setting the panel shows, in the panel's order.
 func definitions(brains []string) []key {
@@ -729,6 +751,21 @@ func definitions(brains []string) []key {
 				}
 				return ""
 			}},
+		approvalKey("approvals.read", func(c *config.Config) *string { return &c.Approvals.Read }),
+		approvalKey("approvals.write_own", func(c *config.Config) *string { return &c.Approvals.WriteOwn }),
+		approvalKey("approvals.external", func(c *config.Config) *string { return &c.Approvals.External }),
+		approvalKey("approvals.admin", func(c *config.Config) *string { return &c.Approvals.Admin }),
+		{name: "approvals.timeout_seconds", live: true,
+			get: func(c *config.Config) any { return int(c.Approvals.Timeout.Duration / time.Second) },
+			set: func(c *config.Config, r json.RawMessage) error {
+				var v int
+				if err := setInt(&v)(r); err != nil {
+					return err
+				}
+				c.Approvals.Timeout = config.Duration{Duration: time.Duration(v) * time.Second}
+				return nil
+			},
+			check: noCheck},
 		{name: "limits.retention_days",
 			get: func(c *config.Config) any { return c.Memory.RetentionDays },
 			set: func(c *config.Config, r json.RawMessage) error { return setInt(&c.Memory.RetentionDays)(r) },

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/istota/istota/sidecar/internal/approval"
 	"strconv"
 	"strings"
 
@@ -22,14 +23,20 @@ func RegisterBuiltins(r *Registry, kvs *kv.Store, creds *Credentials) error {
 	)
 }
 
+// readOnly classifies a skill that only reads.
+func readOnly(context.Context, Invocation) approval.Action {
+	return approval.Action{Tier: approval.TierRead}
+}
+
 // Whoami prints the identity the credential proxy bound to the calling sandbox, so the
 // agent (and the tests) can see who the sidecar thinks is asking.
 func Whoami() Skill {
 	return Skill{
 		Manifest: Manifest{
-			Name:    "whoami",
-			Summary: "show the user and task this sandbox acts for",
-			Usage:   "whoami",
+			Name:     "whoami",
+			Summary:  "show the user and task this sandbox acts for",
+			Usage:    "whoami",
+			Classify: readOnly,
 		},
 		Run: func(_ context.Context, inv Invocation) Result {
 			if len(inv.Args) != 0 {
@@ -56,6 +63,12 @@ func KV(kvs *kv.Store) Skill {
 			Name:    "kv",
 			Summary: "keep small values between tasks in your own key-value store",
 			Usage:   kvUsage,
+			Classify: func(_ context.Context, inv Invocation) approval.Action {
+				if len(inv.Args) > 0 && (inv.Args[0] == "get" || inv.Args[0] == "list") {
+					return approval.Action{Tier: approval.TierRead}
+				}
+				return approval.Action{Tier: approval.TierWriteOwn}
+			},
 		},
 		Run: func(ctx context.Context, inv Invocation) Result {
 			return runKV(ctx, kvs, inv)
@@ -154,9 +167,10 @@ func runKV(ctx context.Context, kvs *kv.Store, inv Invocation) Result {
 func List(r *Registry, creds *Credentials) Skill {
 	return Skill{
 		Manifest: Manifest{
-			Name:    "skills",
-			Summary: "list the skills you can use and how to call them",
-			Usage:   "skills [NAME]   all skills, or only NAME",
+			Name:     "skills",
+			Summary:  "list the skills you can use and how to call them",
+			Usage:    "skills [NAME]   all skills, or only NAME",
+			Classify: readOnly,
 		},
 		Run: func(ctx context.Context, inv Invocation) Result {
 			if len(inv.Args) > 1 {

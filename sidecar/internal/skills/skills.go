@@ -13,6 +13,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/istota/istota/sidecar/internal/approval"
 )
 
 // EnvVar is one environment variable a skill declares.
@@ -37,6 +39,11 @@ type Manifest struct {
 	Env   []EnvVar
 	// AdminOnly skills are refused with not_authorized for users who are not admins.
 	AdminOnly bool
+	// Classify says what one call would do: its risk tier and a sentence naming exactly
+	// what will happen, for the question to the user when the tier asks first. Nil means
+	// the call changes only the user's own data (approval.TierWriteOwn). A call the skill
+	// will refuse anyway (bad arguments) may be classified as approval.TierRead.
+	Classify func(ctx context.Context, inv Invocation) approval.Action
 }
 
 // MaxStdin bounds the standard input a skill receives.
@@ -71,6 +78,39 @@ type Result struct {
 type Skill struct {
 	Manifest
 	Run func(ctx context.Context, inv Invocation) Result
+}
+
+// Action classifies one call of s for approvals. An admin-only skill is never below
+// the admin tier, whatever its Classify says.
+func (s Skill) Action(ctx context.Context, inv Invocation) approval.Action {
+	a := approval.Action{Tier: approval.TierWriteOwn}
+	if s.Classify != nil {
+		a = s.Classify(ctx, inv)
+	}
+	if s.AdminOnly {
+		a.Tier = approval.TierAdmin
+	}
+	a.Kind, a.Name = "skill", s.Name
+	if len(inv.Args) > 0 && ValidName(inv.Args[0]) {
+		a.Name += " " + inv.Args[0]
+	}
+	if a.Summary == "" {
+		a.Summary = "Run istota skill " + s.Name + " " + strings.Join(inv.Args, " ")
+		if len(inv.Stdin) > 0 {
+			a.Summary += fmt.Sprintf(" (with %d bytes of input)", len(inv.Stdin))
+		}
+	}
+	if a.Input == nil {
+		a.Input = CallInput(inv)
+	}
+	return a
+}
+
+// CallInput is what makes two calls of a skill the same action: arguments and stdin.
+func CallInput(inv Invocation) []byte {
+	b := []byte(strings.Join(inv.Args, "\x00"))
+	b = append(b, 0, 0)
+	return append(b, inv.Stdin...)
 }
 
 // Failf is a convenience for skills: a Result with exit code 1 and a message on Stderr.

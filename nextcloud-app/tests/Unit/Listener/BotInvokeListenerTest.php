@@ -82,14 +82,33 @@ class BotInvokeListenerTest extends TestCase {
 		]);
 	}
 
-	private static function like(string $token, string $id): BotInvokeEvent {
+	private static function like(string $token, string $id, string $emoji = '👀', string $actor = 'users/alice'): BotInvokeEvent {
 		return new BotInvokeEvent('nextcloudapp://istota', [
 			'type' => 'Like',
-			'actor' => ['type' => 'Person', 'id' => 'users/alice', 'name' => 'Alice Liddell', 'talkParticipantType' => '1'],
-			'object' => ['type' => 'Note', 'id' => $id, 'name' => '', 'content' => '{"message":"hi","parameters":[]}', 'mediaType' => 'text/markdown'],
+			'actor' => ['type' => 'Person', 'id' => $actor, 'name' => 'Alice Liddell', 'talkParticipantType' => '1'],
+			'object' => ['type' => 'Note', 'id' => $id, 'name' => '', 'content' => '{"message":"May I? (approval #3)","parameters":[]}', 'mediaType' => 'text/markdown'],
 			'target' => ['type' => 'Collection', 'id' => $token, 'name' => 'Room'],
-			'content' => '👀',
+			'content' => $emoji,
 		]);
+	}
+
+	public function testForwardsThumbsAsAnswersWithTheReactingUserAsSender(): void {
+		$this->h->directory->addUser('bob', 'Bob', 'bob@example.com');
+		$this->h->loginAs('bob');
+		// Talk before 22.0.9 names the reacted message's author (the bot) as actor.
+		$event = $this->dispatch(self::like('grouptok', '5', '👍🏽', 'bots/bot-123'));
+		$this->dispatch(self::like('grouptok', '5', '🎉'));
+		$this->assertSame([], $event->getReactions());
+		$events = self::$sidecar->events();
+		$this->assertCount(1, $events);
+		$this->assertSame('Like', $events[0]['payload']['event']['type']);
+		$this->assertSame('bob', $events[0]['payload']['sender']['uid']);
+	}
+
+	public function testALikeWithoutASessionUserIsNotForwarded(): void {
+		$this->h->loginAs(null);
+		$this->dispatch(self::like('grouptok', '5', '👍'));
+		$this->assertSame([], self::$sidecar->events());
 	}
 
 	public function testIgnoresOtherBots(): void {

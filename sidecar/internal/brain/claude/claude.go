@@ -11,6 +11,7 @@ package claude
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -59,9 +60,32 @@ type Config struct {
 	// MaxRetries becomes CLAUDE_CODE_MAX_RETRIES: 0 means DefaultMaxRetries, a
 	// negative value means no retries.
 	MaxRetries int
-	// ExtraArgs are appended to the command line (e.g. --settings <file>,
-	// --max-budget-usd 1). They must not carry secrets: argv is visible in /proc.
+	// ExtraArgs are appended to the command line (e.g. --max-budget-usd 1). They must
+	// not carry secrets: argv is visible in /proc.
 	ExtraArgs []string
+	// Hook is the command line of the PreToolUse hook Claude Code runs before every tool
+	// call ("istota hook pre-tool-use" inside the sandbox), which asks the approvals
+	// check outside the sandbox. Empty runs no hook.
+	Hook string
+	// ApprovalWait is how long a tool call may wait for the user's answer: the hook's
+	// timeout, and the Bash tool's (a skill called from Bash may wait as long). Zero
+	// keeps Claude Code's own timeouts.
+	ApprovalWait time.Duration
+}
+
+// hookSettings is the --settings JSON that registers cfg's PreToolUse hook for every
+// tool. --settings applies whatever --setting-sources says, and nothing in the
+// workspace can remove it.
+func hookSettings(cfg Config) string {
+	timeout := 60
+	if cfg.ApprovalWait > 0 {
+		timeout = int((cfg.ApprovalWait + time.Minute) / time.Second)
+	}
+	b, _ := json.Marshal(map[string]any{"hooks": map[string]any{"PreToolUse": []any{map[string]any{
+		"matcher": "*",
+		"hooks":   []any{map[string]any{"type": "command", "command": cfg.Hook, "timeout": timeout}},
+	}}}})
+	return string(b)
 }
 
 // Claude runs the Claude Code CLI. It is safe for concurrent use.
@@ -132,6 +156,9 @@ func (c *Claude) Args(req brain.Request) ([]string, error) {
 	if req.SystemPrompt != "" {
 		argv = append(argv, "--append-system-prompt="+req.SystemPrompt)
 	}
+	if c.cfg.Hook != "" {
+		argv = append(argv, "--settings="+hookSettings(c.cfg))
+	}
 	switch {
 	case req.Resume:
 		argv = append(argv, "--resume="+req.SessionID)
@@ -152,11 +179,18 @@ func (c *Claude) Env() map[string]string {
 	case retries < 0:
 		retries = 0
 	}
-	return map[string]string{
+	env := map[string]string{
 		"DISABLE_TELEMETRY":                        "1",
 		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
 		"CLAUDE_CODE_MAX_RETRIES":                  strconv.Itoa(retries),
 	}
+	if w := c.cfg.ApprovalWait; w > 0 {
+		// A skill called from Bash may wait for the user's answer; Bash's own default
+		// of two minutes would cut it off. The task's timeout still bounds every run.
+		ms := strconv.FormatInt(int64((w+2*time.Minute)/time.Millisecond), 10)
+		env["BASH_DEFAULT_TIMEOUT_MS"], env["BASH_MAX_TIMEOUT_MS"] = ms, ms
+	}
+	return env
 }
 
 // Run runs one turn. It calls onEvent sequentially from a goroutine it owns, never after

@@ -567,3 +567,45 @@ func waitUntil(t *testing.T, cond func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// The loop asks Request.Approve before each tool call; a refused call does not run and
+// the model is told why.
+func TestRunAsksBeforeEachToolCall(t *testing.T) {
+	ws := t.TempDir()
+	api := fakeapi.New(t, fakeapi.Script{
+		{Calls: []fakeapi.Call{{Name: "write_file", Args: map[string]any{"path": "kept.txt", "content": "yes"}}}},
+		{Calls: []fakeapi.Call{{Name: "bash", Args: map[string]any{"command": "touch refused.txt"}}}},
+		fakeapi.Reply("done").Expecting(func(r *fakeapi.Recorded) error {
+			if got := r.LastToolResult(); !strings.Contains(got, "not run: alice refused it") {
+				return fmt.Errorf("refused call → %q", got)
+			}
+			return nil
+		}),
+	})
+	b := newBrain(t, api, nil)
+	var asked []string
+	req := request("write and run")
+	req.Approve = func(_ context.Context, tool string, input json.RawMessage) (bool, string, error) {
+		asked = append(asked, tool+" "+string(input))
+		if tool == "bash" {
+			return false, "alice refused it", nil
+		}
+		return true, "", nil
+	}
+	res, err := b.Run(context.Background(), req, &hostLauncher{dir: ws}, (&events{}).add)
+	if err != nil || !res.OK {
+		t.Fatalf("res=%+v err=%v", res, err)
+	}
+	if f := api.Failures(); len(f) > 0 {
+		t.Fatalf("failures: %v", f)
+	}
+	if len(asked) != 2 || !strings.HasPrefix(asked[1], `bash {"command":"touch refused.txt"}`) {
+		t.Errorf("asked = %q", asked)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "kept.txt")); err != nil {
+		t.Errorf("the approved write did not happen: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "refused.txt")); err == nil {
+		t.Error("the refused command ran")
+	}
+}

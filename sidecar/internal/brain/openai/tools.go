@@ -105,9 +105,17 @@ func (r *run) runTool(ctx context.Context, c toolCall) (string, error) {
 		failed bool
 		err    error
 	)
+	approved, reason := true, ""
+	if r.req.Approve != nil && argErr == nil {
+		if approved, reason, err = r.req.Approve(ctx, name, json.RawMessage(c.Function.Arguments)); err != nil {
+			return "", &runError{fmt.Errorf("approvals check for %s: %w", name, err)}
+		}
+	}
 	switch {
 	case argErr != nil:
 		out, failed = fmt.Sprintf("Error: the arguments are not a JSON object: %v", argErr), true
+	case !approved:
+		out, failed = "Error: not run: "+reason, true
 	case name == ToolBash:
 		var cmd string
 		if cmd, err = str("command"); err == nil {

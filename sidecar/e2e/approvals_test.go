@@ -1,0 +1,251 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/istota/istota/sidecar/internal/brain/claude/fakeapi"
+	"github.com/istota/istota/sidecar/internal/talk/talktest"
+)
+
+// groupEvent is a chat message in a group conversation of alice and bob; replyTo, when
+// set, is the bot message it answers.
+func groupEvent(token string, id int64, uid, text string, replyTo *talktest.Posted) []byte {
+	content, _ := json.Marshal(map[string]any{"message": text, "parameters": []any{}})
+	object := map[string]any{"type": "Note", "id": strconv.FormatInt(id, 10), "name": "message", "content": string(content), "mediaType": "text/markdown"}
+	if replyTo != nil {
+		parent, _ := json.Marshal(map[string]any{"message": replyTo.Message, "parameters": []any{}})
+		object["inReplyTo"] = map[string]any{"type": "Note",
+			"actor":  map[string]any{"type": "Application", "id": "bots/bot-e2e", "name": "Istota"},
+			"object": map[string]any{"type": "Note", "id": strconv.FormatInt(replyTo.ID, 10), "name": "message", "content": string(parent), "mediaType": "text/markdown"}}
+	}
+	return appEvent(token, uid, map[string]any{
+		"type":   "Create",
+		"actor":  map[string]any{"type": "Person", "id": "users/" + uid, "name": uid, "talkParticipantType": "3"},
+		"object": object,
+		"target": map[string]any{"type": "Collection", "id": token, "name": "Team"},
+	})
+}
+
+// likeEvent is a reaction on a bot message, as the app forwards it (with the reacting
+// user as sender).
+func likeEvent(token string, msg talktest.Posted, uid, emoji string) []byte {
+	content, _ := json.Marshal(map[string]any{"message": msg.Message, "parameters": []any{}})
+	return appEvent(token, uid, map[string]any{
+		"type":    "Like",
+		"actor":   map[string]any{"type": "Person", "id": "users/" + uid, "name": uid},
+		"object":  map[string]any{"type": "Note", "id": strconv.FormatInt(msg.ID, 10), "name": "", "content": string(content), "mediaType": "text/markdown"},
+		"target":  map[string]any{"type": "Collection", "id": token, "name": "Team"},
+		"content": emoji,
+	})
+}
+
+func appEvent(token, uid string, event map[string]any) []byte {
+	b, _ := json.Marshal(map[string]any{
+		"bot_url":      "nextcloudapp://istota",
+		"event":        event,
+		"sender":       map[string]any{"uid": uid, "display_name": uid, "email": uid + "@example.com", "timezone": "Europe/Berlin", "language": "en", "allowed": true},
+		"conversation": map[string]any{"token": token, "name": "Team", "type": 2, "user_count": 2, "private": false},
+		"received_at":  time.Now().UTC().Format(time.RFC3339),
+	})
+	return b
+}
+
+// The real claude CLI in the sandbox asks to send mail to someone else (an external
+// action): the task waits, the bot asks once in the conversation, a second user's 👍
+// does nothing, the asker's 👍 sends exactly one mail; a "no" reply or no answer sends
+// none; Claude Code's own WebFetch is asked about through its PreToolUse hook and 👎
+// keeps it from running. Every step is in the task's events and the audit log.
+func TestApprovalsInTalk(t *testing.T) {
+	srv := startMailServers(t)
+	f := newFixture(t, fakeapi.Script{fakeapi.Reply("Hello.")}, "appr0001", "appr0002", "appr0003", "appr0004")
+	send := func(marker string) fakeapi.Script {
+		return fakeapi.Script{
+			fakeapi.Bash("Sending it.", "istota skill email send --to bob@example.org --subject 'Lunch "+marker+"' --body 'See you at noon.'; echo \"exit=$?\""),
+			fakeapi.Reply("Finished " + marker + "."),
+		}
+	}
+	for _, m := range []string{"SEND-A", "SEND-B", "SEND-C"} {
+		f.api.AddScript(m, fakeapi.Marker(m), send(m))
+	}
+	f.api.AddScript("FETCH-D", fakeapi.Marker("FETCH-D"), fakeapi.Script{
+		fakeapi.ToolCall("Fetching.", "WebFetch", map[string]any{"url": "https://example.net/secret", "prompt": "summarise"}),
+		fakeapi.Reply("Finished FETCH-D."),
+	})
+	cfg, err := os.OpenFile(f.sc.cfgPath, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(cfg, `[mail]
+enabled = true
+imap_addr = %q
+imap_tls = "none"
+imap_user = %q
+imap_password = %q
+smtp_addr = %q
+smtp_tls = "none"
+smtp_user = %q
+smtp_password = %q
+from = "Istota <%s>"
+poll_interval = "10s"
+allowed_recipient_domains = ["example.org"]
+[approvals]
+timeout = "20s"
+`, srv.imapAddr, e2eMailUser, e2eMailPass, srv.smtpAddr, e2eMailUser, e2eMailPass, e2eMailUser)
+	cfg.Close()
+	f.sc.start()
+
+	post := func(body []byte) map[string]any {
+		t.Helper()
+		status, ans := f.sc.post("/v1/talk/events", body)
+		if status != 200 {
+			t.Fatalf("intake answered %d %v", status, ans)
+		}
+		return ans
+	}
+	// question waits for the bot's question in token and returns it.
+	question := func(token string) talktest.Posted {
+		t.Helper()
+		var q talktest.Posted
+		waitFor(t, "the question in "+token, 2*time.Minute, func() bool {
+			for _, m := range f.talk.Messages() {
+				if m.Token == token && strings.Contains(m.Message, "(approval #") {
+					q = m
+					return true
+				}
+			}
+			return false
+		}, f.sc.logs)
+		return q
+	}
+	answer := func(token, marker string) string {
+		t.Helper()
+		var text string
+		waitFor(t, "the answer in "+token, 2*time.Minute, func() bool {
+			for _, m := range f.talk.Messages() {
+				if m.Token == token && strings.Contains(m.Message, "Finished "+marker) {
+					text = m.Message
+					return true
+				}
+			}
+			return false
+		}, f.sc.logs)
+		return text
+	}
+	taskStatus := func(token string) string {
+		var s string
+		f.sc.db().QueryRow(`SELECT status FROM tasks WHERE conversation_token = ? ORDER BY id DESC LIMIT 1`, token).Scan(&s)
+		return s
+	}
+
+	// A: bob's 👍 is ignored (and he is told), alice's 👍 sends exactly one mail.
+	f.talk.AddUserMessage("appr0001", 1, "alice", "@Istota SEND-A mail bob")
+	post(groupEvent("appr0001", 1, "alice", "@Istota SEND-A mail bob", nil))
+	q := question("appr0001")
+	if !strings.Contains(q.Message, "Send an e-mail to bob@example.org") || !strings.Contains(q.Message, "Lunch SEND-A") || q.ReplyTo != 1 {
+		t.Errorf("question = %+v", q)
+	}
+	if s := taskStatus("appr0001"); s != "pending_confirmation" {
+		t.Errorf("task status while waiting = %s", s)
+	}
+	post(likeEvent("appr0001", q, "bob", "👍"))
+	waitFor(t, "bob is told he cannot answer", time.Minute, func() bool {
+		for _, m := range f.talk.Messages() {
+			if strings.Contains(m.Message, "Only alice can answer") {
+				return true
+			}
+		}
+		return false
+	}, f.sc.logs)
+	time.Sleep(2 * time.Second)
+	if n := len(srv.messages()); n != 0 {
+		t.Fatalf("%d mail(s) sent after bob's 👍", n)
+	}
+	post(likeEvent("appr0001", q, "alice", "👍"))
+	answer("appr0001", "SEND-A")
+	waitFor(t, "the approved mail", time.Minute, func() bool { return len(srv.messages()) == 1 }, f.sc.logs)
+	if m := srv.messages()[0]; len(m.to) != 1 || m.to[0] != "bob@example.org" {
+		t.Errorf("mail went to %v", m.to)
+	}
+
+	// B: alice replies "no" to the question: nothing is sent.
+	f.talk.AddUserMessage("appr0002", 11, "alice", "@Istota SEND-B mail bob")
+	post(groupEvent("appr0002", 11, "alice", "@Istota SEND-B mail bob", nil))
+	qb := question("appr0002")
+	post(groupEvent("appr0002", 12, "alice", "no", &qb))
+	answer("appr0002", "SEND-B")
+
+	// C: nobody answers within the timeout: no.
+	f.talk.AddUserMessage("appr0003", 21, "alice", "@Istota SEND-C mail bob")
+	post(groupEvent("appr0003", 21, "alice", "@Istota SEND-C mail bob", nil))
+	question("appr0003")
+	answer("appr0003", "SEND-C")
+
+	// D: Claude Code's own WebFetch goes through the hook; 👎 keeps it from running.
+	f.talk.AddUserMessage("appr0004", 31, "alice", "@Istota FETCH-D")
+	post(groupEvent("appr0004", 31, "alice", "@Istota FETCH-D", nil))
+	qd := question("appr0004")
+	if !strings.Contains(qd.Message, "WebFetch: https://example.net/secret") {
+		t.Errorf("hook question = %q", qd.Message)
+	}
+	post(likeEvent("appr0004", qd, "alice", "👎"))
+	answer("appr0004", "FETCH-D")
+
+	if n := len(srv.messages()); n != 1 {
+		t.Errorf("%d mails sent in all, want 1", n)
+	}
+	results := map[string]string{}
+	for _, b := range f.api.ToolResults() {
+		results[b.ToolUseID] = b.Content
+	}
+	var all []string
+	for _, c := range results {
+		all = append(all, c)
+	}
+	joined := strings.Join(all, "\n")
+	for _, want := range []string{"queued for delivery to bob@example.org", "alice refused it", "nobody answered", "PreToolUse:WebFetch"} {
+		if !strings.Contains(joined, want) {
+			t.Errorf("no tool result says %q:\n%s", want, joined)
+		}
+	}
+	if failures := f.api.Failures(); len(failures) > 0 {
+		t.Fatalf("fake API expectations failed: %v", failures)
+	}
+
+	// The audit log and the task events tell the whole story.
+	rows, err := f.sc.db().Query(`SELECT reason, allowed FROM audit_log WHERE component = 'approval' ORDER BY id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var trail []string
+	for rows.Next() {
+		var reason string
+		var allowed bool
+		rows.Scan(&reason, &allowed)
+		trail = append(trail, reason)
+	}
+	rows.Close()
+	if got := strings.Join(trail, ","); got != "asked,approved,asked,denied,asked,expired,asked,denied" {
+		t.Errorf("audit trail = %s", got)
+	}
+	var decided string
+	f.sc.db().QueryRow(`SELECT decided_by || ':' || decided_via FROM approvals WHERE id = 1`).Scan(&decided)
+	if decided != "alice:talk_reaction" {
+		t.Errorf("approval #1 decided by %q", decided)
+	}
+	var events int
+	f.sc.db().QueryRow(`SELECT COUNT(*) FROM task_events WHERE kind = 'approval'`).Scan(&events)
+	if events != 8 {
+		t.Errorf("%d approval events, want 8", events)
+	}
+	for _, tk := range f.sc.tasks() {
+		if tk.Status != "completed" {
+			t.Errorf("task %d is %s", tk.ID, tk.Status)
+		}
+	}
+}
