@@ -19,4 +19,7 @@ require (
 	github.com/teambition/rrule-go v1.8.2
 )
 
-require golang.org/x/text v0.43.0 // indirect
+require (
+	codeberg.org/go-pdf/fpdf v0.12.0 // indirect
+	golang.org/x/text v0.43.0 // indirect
+)
