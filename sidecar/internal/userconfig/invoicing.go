@@ -2,7 +2,6 @@ package userconfig
 
 import (
 	"fmt"
-	"math"
 	"regexp"
 	"sort"
 	"strconv"
@@ -85,6 +84,13 @@ type InvoiceBundle struct {
 	Client   string // "" for every client
 	Services []string
 }
+
+// Bounds that keep every sum of an invoice far from overflowing int64: a rate of at
+// most 10 000 000.00 times a quantity of at most 1 000 000 units.
+const (
+	MaxRate     = 1_000_000_000 // cents
+	MaxQuantity = 1_000_000_000 // thousandths
+)
 
 // Defaults of INVOICING.md.
 const (
@@ -348,7 +354,7 @@ func parseService(e *entry) InvoiceService {
 		Account: e.account("account", ""),
 	}
 	_, hasRate := e.m["rate"]
-	s.Rate = e.decimal("rate", 2, 0, math.MaxInt64/1_000_000)
+	s.Rate = e.decimal("rate", 2, 0, MaxRate)
 	if !hasRate {
 		e.fail("rate", `is missing; write the price of one unit, like "95.00"`)
 	}

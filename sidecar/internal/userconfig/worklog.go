@@ -95,6 +95,9 @@ func ParseWorkLog(src []byte) ([]WorkEntry, []Problem) {
 		case q == 0:
 			fail(3, "must be more than 0")
 			bad = true
+		case q > MaxQuantity:
+			fail(3, "%s is too large", fields[3])
+			bad = true
 		}
 		e.Quantity = q
 		if utf8.RuneCountInString(e.Note) > 300 || strings.ContainsFunc(e.Note, unicode.IsControl) {
