@@ -144,7 +144,7 @@ func RenderPDF(d Document) ([]byte, error) {
 			head()
 		}
 		y := pdf.GetY()
-		cells := []string{l.Date, "", FormatQuantity(l.Quantity), tr(l.Unit), FormatAmount(l.Rate), FormatAmount(l.Amount)}
+		cells := []string{l.Date, "", FormatQuantity(l.Quantity), " " + tr(l.Unit), FormatAmount(l.Rate), FormatAmount(l.Amount)}
 		x := 20.0
 		for i, c := range cols {
 			pdf.SetXY(x, y)
