@@ -43,11 +43,12 @@ CREATE TABLE invoice_entries (
     PRIMARY KEY (user_id, entry_key)
 );
 
--- Scheduled work done per user and period (monthly generation, the reminder before it),
+-- Scheduled work done per user and period (monthly generation, the reminder before it,
+-- the notice that it cannot run),
 -- so a restart or a repeated tick never does it twice.
 CREATE TABLE invoice_runs (
     user_id TEXT NOT NULL,
-    kind    TEXT NOT NULL,   -- generate | remind
+    kind    TEXT NOT NULL,   -- generate | remind | problem (told why generate cannot run)
     period  TEXT NOT NULL,   -- YYYY-MM the run was for
     done_at TEXT NOT NULL,
     PRIMARY KEY (user_id, kind, period)
