@@ -43,7 +43,7 @@ func TestRunnerRemindsGeneratesAndTellsOverdueOnce(t *testing.T) {
 	at := func(month time.Month, day, hour int) {
 		t.Helper()
 		f.now = time.Date(2025, month, day, hour, 30, 0, 0, time.UTC) // Berlin is UTC+1/+2
-		for range 2 {                                                // a second tick never repeats anything
+		for range 2 {                                                 // a second tick never repeats anything
 			if err := r.Tick(ctx); err != nil {
 				t.Fatal(err)
 			}
