@@ -7,6 +7,7 @@ import (
 	"os"
 	"path"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/istota/istota/sidecar/internal/userconfig"
@@ -90,6 +91,29 @@ func (f *folder) writeFile(rel string, data []byte) error {
 	if err != nil {
 		_ = f.root.Remove(tmp)
 		return fmt.Errorf("invoice: write %s: %w", rel, err)
+	}
+	return f.own(rel)
+}
+
+// own gives rel and the folders above it to the owner of the user's folder. A sidecar
+// running as root writes files in a workspace the sandbox gave to the agent's account;
+// without this, the agent could no longer change the work log it just had billed.
+func (f *folder) own(rel string) error {
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	fi, err := f.root.Stat(".")
+	if err != nil {
+		return fmt.Errorf("invoice: owner of the user's folder: %w", err)
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return nil
+	}
+	for p := rel; p != "." && p != "/" && p != ""; p = path.Dir(p) {
+		if err := f.root.Lchown(p, int(st.Uid), int(st.Gid)); err != nil {
+			return fmt.Errorf("invoice: give %s to the folder's owner: %w", p, err)
+		}
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -566,5 +567,34 @@ func TestSkill(t *testing.T) {
 	}
 	if r := run("bob", "paid", "ACME-2025-0001"); r.ExitCode != 1 || !strings.Contains(string(r.Stderr), "no such invoice") {
 		t.Errorf("bob paying alice's invoice: exit %d %s", r.ExitCode, r.Stderr)
+	}
+}
+
+func TestFilesGoToTheFolderOwner(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("only a sidecar running as root hands files over")
+	}
+	f := newFixture(t)
+	const nobody = 65534
+	if err := filepath.WalkDir(f.root, func(p string, _ os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, nobody, nobody)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := f.svc.Generate(context.Background(), "alice", GenerateRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rel := range []string{"istota/config/" + WorkLog, res.Invoices[0].PDF, "istota/exports/invoices", "istota/exports"} {
+		fi, err := os.Lstat(filepath.Join(f.root, rel))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st := fi.Sys().(*syscall.Stat_t); st.Uid != nobody || st.Gid != nobody {
+			t.Errorf("%s is owned by %d:%d, want the folder's owner", rel, st.Uid, st.Gid)
+		}
 	}
 }

@@ -128,7 +128,7 @@ func (f *folder) post(rel string, d Document, on string) error {
 	if err != nil {
 		return fmt.Errorf("invoice: append to the ledger %s: %w", rel, err)
 	}
-	return nil
+	return f.own(rel)
 }
 
 // postingAccounts lists the accounts the payment of d touches, in posting order.
