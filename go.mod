@@ -5,6 +5,7 @@ go 1.26.0
 ignore ./nextcloud-app/node_modules
 
 require (
+	codeberg.org/go-pdf/fpdf v0.12.0
 	github.com/BurntSushi/toml v1.6.0
 	github.com/asg017/sqlite-vec-go-bindings v0.1.6
 	github.com/emersion/go-ical v0.0.0-20240127095438-fc1c9d8fb2b6

@@ -16,6 +16,8 @@ apt_packages=(
   sqlite3
   libsqlite3-dev      # sqlite3.h for the sqlite-vec extension compiled into the sidecar
   chromium            # the settings pages' browser tests (playwright-core drives it headless)
+  poppler-utils       # pdftotext: the invoice tests read the PDFs back
+  beancount           # bean-check: the invoice tests check the ledger postings
   # packaging (make appstore / test-appstore): static arm64 cross build, binary checks,
   # signing, signature.json checked with the phpseclib Nextcloud uses, proxy snippets
   gcc-aarch64-linux-gnu libc6-dev-arm64-cross file openssl php-phpseclib

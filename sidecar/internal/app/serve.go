@@ -32,6 +32,7 @@ import (
 	"github.com/istota/istota/sidecar/internal/heartbeat"
 	"github.com/istota/istota/sidecar/internal/httpapi"
 	"github.com/istota/istota/sidecar/internal/intake"
+	"github.com/istota/istota/sidecar/internal/invoice"
 	"github.com/istota/istota/sidecar/internal/jobs"
 	"github.com/istota/istota/sidecar/internal/knowledge"
 	"github.com/istota/istota/sidecar/internal/kv"
@@ -76,6 +77,7 @@ type sidecar struct {
 	jobs      *jobs.Runner      // CRON.md jobs and TASKS.md lines
 	checks    *heartbeat.Runner // HEARTBEAT.md checks
 	brief     *briefing.Runner  // BRIEFINGS.md briefings
+	invoices  *invoice.Runner   // monthly invoicing, reminders, overdue notices
 	pages     pages             // settings pages: admin settings, their API, live progress
 	bot       botHTTP           // the connections and session the bot account reaches Nextcloud with
 	app       *appcall.Client   // the sidecar's calls to the app; nil when a CLI command has no secret
@@ -308,6 +310,9 @@ func openSidecar(ctx context.Context, cfg config.Config, log *slog.Logger, why p
 	s.jobs = jobs.New(s.db, s.sched, s.queue, s.outbox,
 		configFiles,
 		jobs.Options{BotName: cfg.Talk.BotName, Logger: log.With("component", "jobs"), OnTask: s.pool.Wake, OnReply: s.outbox.Wake})
+	if s.invoices, err = s.openInvoicing(registry, configFiles); err != nil {
+		return nil, err
+	}
 	s.checks, err = s.openHeartbeat(configFiles)
 	if err != nil {
 		return nil, err
@@ -479,6 +484,8 @@ func (s *sidecar) serve(ctx context.Context) error {
 	go func() { defer loops.Done(); s.checks.Run(runCtx) }()
 	loops.Add(1)
 	go func() { defer loops.Done(); s.brief.Run(runCtx) }()
+	loops.Add(1)
+	go func() { defer loops.Done(); s.invoices.Run(runCtx) }()
 	if s.files != nil {
 		loops.Add(1)
 		go func() { defer loops.Done(); s.retryPushes(runCtx) }()

@@ -208,6 +208,14 @@ func (d document) entries(key, what string) ([]*entry, []Problem) {
 				Message: fmt.Sprintf("unknown setting; write each %s as a [[%s]] table", what, key)})
 		}
 	}
+	es, ps := d.arrayEntries(key, what)
+	return es, append(problems, ps...)
+}
+
+// arrayEntries is entries without the check for other top-level keys, for files that
+// hold several arrays of tables and top-level settings.
+func (d document) arrayEntries(key, what string) ([]*entry, []Problem) {
+	var problems []Problem
 	v, ok := d.raw[key]
 	if !ok {
 		return nil, problems
@@ -253,6 +261,20 @@ func (d document) entries(key, what string) ([]*entry, []Problem) {
 	return out, problems
 }
 
+// top returns the file's top level as an entry, so that settings outside any table
+// are read and reported like a table's fields.
+func (d document) top() *entry {
+	e := &entry{m: d.raw, keyLines: map[string]int{}}
+	for _, k := range d.ix.keys {
+		if k.header == -1 {
+			if _, seen := e.keyLines[k.key]; !seen {
+				e.keyLines[k.key] = k.line
+			}
+		}
+	}
+	return e
+}
+
 // entry is one table of an array, read field by field. Every accessor records a
 // Problem for a value of the wrong type, and the entry is then marked bad.
 type entry struct {
@@ -261,6 +283,7 @@ type entry struct {
 	keyLines map[string]int
 	problems []Problem
 	used     map[string]bool
+	kind     string // which array the entry is from, in files with several
 }
 
 func (e *entry) lineOf(key string) int {
