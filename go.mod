@@ -19,4 +19,7 @@ require (
 	github.com/teambition/rrule-go v1.8.2
 )
 
-require golang.org/x/text v0.43.0 // indirect
+require (
+	golang.org/x/net v0.62.0 // indirect
+	golang.org/x/text v0.43.0 // indirect
+)
