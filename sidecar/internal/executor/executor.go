@@ -23,6 +23,7 @@ import (
 	"github.com/istota/istota/sidecar/internal/outbox"
 	"github.com/istota/istota/sidecar/internal/prompt"
 	"github.com/istota/istota/sidecar/internal/queue"
+	"github.com/istota/istota/sidecar/internal/skills"
 	"github.com/istota/istota/sidecar/internal/store"
 	"github.com/istota/istota/sidecar/internal/usage"
 	"github.com/istota/istota/sidecar/internal/workspace"
@@ -110,6 +111,14 @@ type Options struct {
 	// Budget refuses to start a model run for a user over their daily token budget,
 	// whatever queued the task (Talk, mail, CRON.md, TASKS.md, briefings); nil has none.
 	Budget Budget
+	// Skills chooses the skills the prompt describes (the rest are only named); nil
+	// describes none and leaves the agent to "istota skill skills".
+	Skills SkillCatalog
+}
+
+// SkillCatalog chooses the skills a prompt describes; *skills.Registry implements it.
+type SkillCatalog interface {
+	ForPrompt(req skills.Request) (described, others []skills.Skill)
 }
 
 // Budget says why a user may not start a model run now ("" when they may).
@@ -791,6 +800,9 @@ func (e *Executor) buildPrompt(ctx context.Context, t queue.Task, u prompt.User)
 		}
 	}
 	in.MaxMemoryChars = e.opts.MaxMemoryChars
+	if e.opts.Skills != nil {
+		in.Skills, in.OtherSkills = skillDocs(e.opts.Skills, t, u.IsAdmin)
+	}
 	if t.ConversationToken != "" {
 		in.Resources = append(in.Resources, "The conversation's shared folder is "+ChannelDir+" (CHANNEL.md, memories/); everyone in the conversation can see what you put there.")
 		if b, err := os.ReadFile(filepath.Join(ChannelMirror(e.opts.DataDir, t.ConversationToken), "CHANNEL.md")); err == nil {
@@ -815,6 +827,28 @@ func (e *Executor) buildPrompt(ctx context.Context, t queue.Task, u prompt.User)
 		}
 	}
 	return prompt.Build(in), nil
+}
+
+// skillDocs chooses the skills the prompt of t describes: by the words of the request
+// and the resources the task has.
+func skillDocs(cat SkillCatalog, t queue.Task, isAdmin bool) ([]prompt.SkillDoc, []string) {
+	req := skills.Request{Text: t.Prompt, IsAdmin: isAdmin}
+	if t.Source == queue.SourceEmail {
+		req.Resources = append(req.Resources, skills.ResourceEmail)
+	}
+	if t.ConversationToken != "" {
+		req.Resources = append(req.Resources, skills.ResourceTalk)
+	}
+	described, others := cat.ForPrompt(req)
+	docs := make([]prompt.SkillDoc, len(described))
+	for i, s := range described {
+		docs[i] = prompt.SkillDoc{Name: s.Name, Summary: s.Summary, Synopsis: s.Synopsis()}
+	}
+	names := make([]string, len(others))
+	for i, s := range others {
+		names[i] = s.Name
+	}
+	return docs, names
 }
 
 // datedMemories reads the last DatedDays days of memories/YYYY-MM-DD.md, oldest first,

@@ -63,6 +63,10 @@ func RegisterSkill(reg *skills.Registry, o *Outbox, opts SkillOptions) error {
 			Name:    SkillName,
 			Summary: "send an e-mail to the user (or to domains the administrator allows)",
 			Usage:   skillUsage,
+			Load: skills.Load{
+				Resources: []string{skills.ResourceEmail},
+				Keywords:  []string{"mail", "e mail", "send", "inbox"},
+			},
 		},
 		Run: func(ctx context.Context, inv skills.Invocation) skills.Result {
 			return runSkill(ctx, o, opts, inv)

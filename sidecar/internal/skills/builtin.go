@@ -56,6 +56,7 @@ func KV(kvs *kv.Store) Skill {
 			Name:    "kv",
 			Summary: "keep small values between tasks in your own key-value store",
 			Usage:   kvUsage,
+			Load:    Load{Keywords: []string{"kv", "key value", "store", "keep", "save", "track"}},
 		},
 		Run: func(ctx context.Context, inv Invocation) Result {
 			return runKV(ctx, kvs, inv)

@@ -35,8 +35,11 @@ type Manifest struct {
 	// synopses (shown after "istota skill "), other lines are notes.
 	Usage string
 	Env   []EnvVar
-	// AdminOnly skills are refused with not_authorized for users who are not admins.
+	// AdminOnly skills are refused with not_authorized for users who are not admins,
+	// and never shown to them.
 	AdminOnly bool
+	// Load says when the usage goes into the prompt up front (see Load).
+	Load Load
 }
 
 // MaxStdin bounds the standard input a skill receives.
@@ -125,6 +128,8 @@ func (r *Registry) Register(s Skill) error {
 	}
 	m := s.Manifest
 	m.Env = slices.Clone(m.Env)
+	m.Load.Resources = slices.Clone(m.Load.Resources)
+	m.Load.Keywords = slices.Clone(m.Load.Keywords)
 	s.Manifest = m
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -144,6 +149,9 @@ func validate(s Skill) error {
 	}
 	if strings.TrimSpace(s.Summary) == "" {
 		return fmt.Errorf("no summary")
+	}
+	if err := s.Load.validate(); err != nil {
+		return err
 	}
 	seen := map[string]bool{}
 	for _, v := range s.Env {
