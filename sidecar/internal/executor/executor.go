@@ -830,9 +830,14 @@ func (e *Executor) buildPrompt(ctx context.Context, t queue.Task, u prompt.User)
 }
 
 // skillDocs chooses the skills the prompt of t describes: by the words of the request
-// and the resources the task has.
+// (not for briefings) and the resources the task has.
 func skillDocs(cat SkillCatalog, t queue.Task, isAdmin bool) ([]prompt.SkillDoc, []string) {
 	req := skills.Request{Text: t.Prompt, IsAdmin: isAdmin}
+	if t.Source == queue.SourceBriefing {
+		// A briefing only reports the data it was given; its words (calendar, today,
+		// notes) must not pull skill usage into its prompt.
+		req.Text = ""
+	}
 	if t.Source == queue.SourceEmail {
 		req.Resources = append(req.Resources, skills.ResourceEmail)
 	}
