@@ -18,6 +18,7 @@ require (
 	github.com/mattn/go-sqlite3 v1.14.53
 	github.com/robfig/cron/v3 v3.0.1
 	github.com/teambition/rrule-go v1.8.2
+	golang.org/x/net v0.62.0
 )
 
 require golang.org/x/text v0.43.0 // indirect

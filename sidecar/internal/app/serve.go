@@ -47,6 +47,7 @@ import (
 	"github.com/istota/istota/sidecar/internal/talk"
 	"github.com/istota/istota/sidecar/internal/usage"
 	"github.com/istota/istota/sidecar/internal/webdav"
+	"github.com/istota/istota/sidecar/internal/webfetch"
 	"github.com/istota/istota/sidecar/internal/worker"
 	"github.com/istota/istota/sidecar/internal/workspace"
 )
@@ -81,6 +82,7 @@ type sidecar struct {
 	pages     pages             // settings pages: admin settings, their API, live progress
 	bot       botHTTP           // the connections and session the bot account reaches Nextcloud with
 	app       *appcall.Client   // the sidecar's calls to the app; nil when a CLI command has no secret
+	web       *webfetch.Client  // fetches for users under the network allowlist (browse, markets)
 }
 
 // botHTTP is what every client that logs in to Nextcloud as the bot account shares: one
@@ -221,6 +223,10 @@ func openSidecar(ctx context.Context, cfg config.Config, log *slog.Logger, why p
 		OnNotice: s.outbox.Wake,
 		Logger:   log.With("component", "approval"),
 	})
+	s.openWeb(allowed)
+	if err := s.registerContentSkills(registry, kvs); err != nil {
+		return nil, err
+	}
 	s.launcher.skills = credproxy.New(registry, creds, auditLog, log.With("component", "credproxy"), credproxy.Options{Gate: s.approvals})
 	s.launcher.usage = usage.New(s.db)
 	s.launcher.apiKey = s.pages.settings.APIKey
@@ -285,6 +291,7 @@ func openSidecar(ctx context.Context, cfg config.Config, log *slog.Logger, why p
 		Commands:            command.Shell{},
 		Budget:              s.budget(),
 		Approvals:           s.approvals,
+		Skills:              registry,
 		Deferred: deferred.New(kvs, s.queue, auditLog, log.With("component", "deferred"),
 			deferred.Options{SubtaskSource: queue.SourceSubtask}),
 	})

@@ -1,7 +1,7 @@
 // Package briefing runs the named briefings of each user's BRIEFINGS.md: at a
 // briefing's time (its cron in the user's time zone) it fetches the parts the user
 // asked for — today's calendar, open TASKS.md lines, recent mail, changed notes, due
-// reminders, news headlines — and queues one task whose prompt carries that data as
+// reminders, news headlines, market quotes — and queues one task whose prompt carries that data as
 // fenced, untrusted blocks. The executor keeps personal memory out of briefing tasks;
 // the answer goes to Talk, e-mail or both through the task's delivery.
 //
@@ -111,6 +111,8 @@ type Options struct {
 	// News fetches feeds; default NewFetcher(FetcherOptions{}), which refuses every
 	// private address.
 	News *Fetcher
+	// Markets configures the markets component; its zero value makes it unavailable.
+	Markets Markets
 	// ComponentTimeout bounds the pre-fetch of one component; default 30 s.
 	ComponentTimeout time.Duration
 	// MaxAttempts of a briefing task; default 2 (one retry).

@@ -46,6 +46,7 @@ var sectionTitles = map[userconfig.Component]string{
 	userconfig.ComponentNotes:     "Notes changed in the last 24 hours",
 	userconfig.ComponentReminders: "Reminders due",
 	userconfig.ComponentNews:      "News",
+	userconfig.ComponentMarkets:   "Markets",
 }
 
 // runContext is what every component of one run knows.
@@ -104,6 +105,8 @@ func (r *Runner) fetch(ctx context.Context, c userconfig.Component, rc runContex
 		return r.remindersSection(ctx, rc)
 	case userconfig.ComponentNews:
 		return r.newsSection(ctx, rc)
+	case userconfig.ComponentMarkets:
+		return r.marketsSection(ctx, rc)
 	}
 	return "", fmt.Errorf("unknown component %q", c)
 }

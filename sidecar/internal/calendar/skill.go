@@ -38,6 +38,10 @@ func RegisterSkill(reg *skills.Registry, client *Client, choose Choice) error {
 			Summary:  "list, create, update and delete events in the calendars you shared with the bot",
 			Usage:    skillUsage,
 			Classify: classify,
+			Load: skills.Load{Keywords: []string{
+				"calendar", "event", "meeting", "appointment", "schedul", "agenda", "busy", "free time", "termin", "kalender",
+				"today", "tomorrow", "week", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday",
+			}},
 		},
 		Run: func(ctx context.Context, inv skills.Invocation) skills.Result {
 			return runSkill(ctx, client, choose, inv)

@@ -22,6 +22,24 @@ default_feeds = ["https://news.example/rss"]
 		b.MaxItemsPerFeed != 8 || b.ComponentTimeout.Duration != 30*time.Second {
 		t.Fatalf("briefings = %+v", b)
 	}
+	if b.Markets.QuoteURL == "" || len(b.Markets.Futures) == 0 || len(b.Markets.Indices) == 0 {
+		t.Errorf("markets defaults = %+v", b.Markets)
+	}
+
+	path = writeFile(t, t.TempDir(), "istota.toml", `
+[briefings]
+default_components = ["markets"]
+[briefings.markets]
+quote_url = "https://quotes.example/csv?s={symbol}"
+futures = ["fdax.f"]
+indices = []
+`)
+	if cfg, err = Load(path, nil); err != nil {
+		t.Fatal(err)
+	}
+	if m := cfg.Briefings.Markets; m.QuoteURL != "https://quotes.example/csv?s={symbol}" || !reflect.DeepEqual(m.Futures, []string{"fdax.f"}) || len(m.Indices) != 0 {
+		t.Errorf("markets = %+v", m)
+	}
 }
 
 func TestBriefingsValidation(t *testing.T) {
@@ -37,6 +55,10 @@ func TestBriefingsValidation(t *testing.T) {
 		{"feed with credentials", func(b *Briefings) { b.DefaultFeeds = []string{"https://u:p@news.example/rss"} }, "briefings.default_feeds"},
 		{"items", func(b *Briefings) { b.MaxItemsPerFeed = 0 }, "briefings.max_items_per_feed"},
 		{"timeout", func(b *Briefings) { b.ComponentTimeout = Duration{time.Millisecond} }, "briefings.component_timeout"},
+		{"quote url not http", func(b *Briefings) { b.Markets.QuoteURL = "ftp://quotes.example/{symbol}" }, "briefings.markets.quote_url"},
+		{"quote url without symbol", func(b *Briefings) { b.Markets.QuoteURL = "https://quotes.example/q" }, "briefings.markets.quote_url"},
+		{"bad future", func(b *Briefings) { b.Markets.Futures = []string{"es.f&x=1"} }, "briefings.markets.futures"},
+		{"bad index", func(b *Briefings) { b.Markets.Indices = []string{""} }, "briefings.markets.indices"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -254,6 +255,19 @@ type Briefings struct {
 	MaxItemsPerFeed int `toml:"max_items_per_feed" env:"ISTOTA_BRIEFINGS_MAX_ITEMS_PER_FEED"`
 	// ComponentTimeout bounds fetching one component (all its feeds, all calendars).
 	ComponentTimeout Duration `toml:"component_timeout" env:"ISTOTA_BRIEFINGS_COMPONENT_TIMEOUT"`
+	// Markets is the quote source of the markets component.
+	Markets Markets `toml:"markets"`
+}
+
+// Markets is where the markets briefing component reads quotes: a CSV source with a
+// header line (Symbol, Date, Time, Open, High, Low, Close), one request per symbol.
+// Its host:port must be in network.allowed_hosts, or the component reports that.
+type Markets struct {
+	// QuoteURL contains {symbol}; empty switches the component off.
+	QuoteURL string `toml:"quote_url" env:"ISTOTA_BRIEFINGS_MARKETS_QUOTE_URL"`
+	// Futures are shown in briefings before noon (the user's time), Indices from noon.
+	Futures []string `toml:"futures"`
+	Indices []string `toml:"indices"`
 }
 
 // Log configures slog output.
@@ -292,7 +306,12 @@ func Default() Config {
 		Log: Log{Level: "info", Format: "text"},
 		Mail: Mail{IMAPTLS: "implicit", SMTPTLS: "starttls", Mailbox: "INBOX",
 			PollInterval: Duration{time.Minute}, MaxMessageMB: 25, MaxSendsPerHour: 10},
-		Briefings: Briefings{MaxItemsPerFeed: 5, ComponentTimeout: Duration{30 * time.Second}},
+		Briefings: Briefings{MaxItemsPerFeed: 5, ComponentTimeout: Duration{30 * time.Second},
+			Markets: Markets{
+				QuoteURL: "https://stooq.com/q/l/?s={symbol}&f=sd2t2ohlcv&h&e=csv",
+				Futures:  []string{"es.f", "nq.f", "ym.f"},
+				Indices:  []string{"^spx", "^ndq", "^dji"},
+			}},
 		Approvals: Approvals{Read: "allow", WriteOwn: "allow", External: "ask", Admin: "ask", Timeout: Duration{30 * time.Minute}},
 	}
 }
@@ -539,14 +558,16 @@ func (c Config) validateMail(bad func(field, format string, args ...any)) {
 func (c Config) validateBriefings(bad func(field, format string, args ...any)) {
 	b := c.Briefings
 	known := map[string]bool{}
+	var names []string
 	for _, k := range userconfig.Components() {
 		known[string(k)] = true
+		names = append(names, string(k))
 	}
 	seen, news := map[string]bool{}, false
 	for _, comp := range b.DefaultComponents {
 		switch {
 		case !known[comp]:
-			bad("briefings.default_components", "%q is not a component (calendar, todos, email, notes, reminders, news)", comp)
+			bad("briefings.default_components", "%q is not a component (%s)", comp, strings.Join(names, ", "))
 		case seen[comp]:
 			bad("briefings.default_components", "%q is listed twice", comp)
 		}
@@ -567,7 +588,34 @@ func (c Config) validateBriefings(bad func(field, format string, args ...any)) {
 	if b.ComponentTimeout.Duration < time.Second || b.ComponentTimeout.Duration > 5*time.Minute {
 		bad("briefings.component_timeout", "must be 1s to 5m")
 	}
+	m := b.Markets
+	if m.QuoteURL != "" {
+		u, err := url.Parse(strings.ReplaceAll(m.QuoteURL, "{symbol}", "x"))
+		switch {
+		case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" || u.User != nil:
+			bad("briefings.markets.quote_url", "%q is not an http(s) URL without credentials", m.QuoteURL)
+		case !strings.Contains(m.QuoteURL, "{symbol}"):
+			bad("briefings.markets.quote_url", "%q has no {symbol} to put each symbol in", m.QuoteURL)
+		}
+	}
+	for _, f := range []struct {
+		field string
+		list  []string
+	}{{"briefings.markets.futures", m.Futures}, {"briefings.markets.indices", m.Indices}} {
+		field, list := f.field, f.list
+		if len(list) > 20 {
+			bad(field, "lists more than 20 symbols")
+		}
+		for _, s := range list {
+			if !marketSymbolRE.MatchString(s) {
+				bad(field, "%q is not a symbol (letters, digits and ^ . _ = - up to 32 characters)", s)
+			}
+		}
+	}
 }
+
+// marketSymbolRE is what a quote symbol may look like (Stooq: es.f, ^spx, eurusd).
+var marketSymbolRE = regexp.MustCompile(`^[A-Za-z0-9^._=-]{1,32}$`)
 
 // resolveSecretFiles reads secrets given as *_file. A secret given both ways is an error,
 // so an admin never wonders which one is in effect.

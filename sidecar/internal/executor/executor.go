@@ -25,6 +25,7 @@ import (
 	"github.com/istota/istota/sidecar/internal/outbox"
 	"github.com/istota/istota/sidecar/internal/prompt"
 	"github.com/istota/istota/sidecar/internal/queue"
+	"github.com/istota/istota/sidecar/internal/skills"
 	"github.com/istota/istota/sidecar/internal/store"
 	"github.com/istota/istota/sidecar/internal/usage"
 	"github.com/istota/istota/sidecar/internal/workspace"
@@ -116,6 +117,14 @@ type Options struct {
 	// here, and says how long a task waited for the user's answers, which its timeout
 	// does not count; nil checks nothing.
 	Approvals Approvals
+	// Skills chooses the skills the prompt describes (the rest are only named); nil
+	// describes none and leaves the agent to "istota skill skills".
+	Skills SkillCatalog
+}
+
+// SkillCatalog chooses the skills a prompt describes; *skills.Registry implements it.
+type SkillCatalog interface {
+	ForPrompt(req skills.Request) (described, others []skills.Skill)
 }
 
 // Approvals is the approvals check as the executor uses it (*approval.Service).
@@ -862,6 +871,9 @@ func (e *Executor) buildPrompt(ctx context.Context, t queue.Task, u prompt.User)
 		}
 	}
 	in.MaxMemoryChars = e.opts.MaxMemoryChars
+	if e.opts.Skills != nil {
+		in.Skills, in.OtherSkills = skillDocs(e.opts.Skills, t, u.IsAdmin)
+	}
 	if t.ConversationToken != "" {
 		in.Resources = append(in.Resources, "The conversation's shared folder is "+ChannelDir+" (CHANNEL.md, memories/); everyone in the conversation can see what you put there.")
 		if b, err := os.ReadFile(filepath.Join(ChannelMirror(e.opts.DataDir, t.ConversationToken), "CHANNEL.md")); err == nil {
@@ -886,6 +898,33 @@ func (e *Executor) buildPrompt(ctx context.Context, t queue.Task, u prompt.User)
 		}
 	}
 	return prompt.Build(in), nil
+}
+
+// skillDocs chooses the skills the prompt of t describes: by the words of the request
+// (not for briefings) and the resources the task has.
+func skillDocs(cat SkillCatalog, t queue.Task, isAdmin bool) ([]prompt.SkillDoc, []string) {
+	req := skills.Request{Text: t.Prompt, IsAdmin: isAdmin}
+	if t.Source == queue.SourceBriefing {
+		// A briefing only reports the data it was given; its words (calendar, today,
+		// notes) must not pull skill usage into its prompt.
+		req.Text = ""
+	}
+	if t.Source == queue.SourceEmail {
+		req.Resources = append(req.Resources, skills.ResourceEmail)
+	}
+	if t.ConversationToken != "" {
+		req.Resources = append(req.Resources, skills.ResourceTalk)
+	}
+	described, others := cat.ForPrompt(req)
+	docs := make([]prompt.SkillDoc, len(described))
+	for i, s := range described {
+		docs[i] = prompt.SkillDoc{Name: s.Name, Summary: s.Summary, Synopsis: s.Synopsis()}
+	}
+	names := make([]string, len(others))
+	for i, s := range others {
+		names[i] = s.Name
+	}
+	return docs, names
 }
 
 // datedMemories reads the last DatedDays days of memories/YYYY-MM-DD.md, oldest first,

@@ -34,6 +34,8 @@ func RegisterSkill(reg *skills.Registry, svc *Service) error {
 			Name:    "invoice",
 			Summary: "generate, list, create and mark paid invoices from INVOICING.md and the _INVOICES.md work log",
 			Usage:   skillUsage,
+			// Everything it writes is the user's own: PDFs, the work log, their ledger.
+			Classify: skills.ReadVerbs("list"),
 		},
 		Run: func(ctx context.Context, inv skills.Invocation) skills.Result {
 			return runSkill(ctx, svc, inv)

@@ -67,6 +67,10 @@ func RegisterSkill(reg *skills.Registry, o *Outbox, opts SkillOptions) error {
 			Classify: func(ctx context.Context, inv skills.Invocation) approval.Action {
 				return classifySend(ctx, o, opts, inv)
 			},
+			Load: skills.Load{
+				Resources: []string{skills.ResourceEmail},
+				Keywords:  []string{"mail", "e mail", "send", "inbox"},
+			},
 		},
 		Run: func(ctx context.Context, inv skills.Invocation) skills.Result {
 			return runSkill(ctx, o, opts, inv)

@@ -87,6 +87,9 @@ func Skill(m *Memory, facts FactStore, convs TaskConversations) skills.Skill {
 			Name:    SkillName,
 			Summary: "search what you remember about the user and manage known facts",
 			Usage:   skillUsage,
+			Load: skills.Load{Keywords: []string{
+				"remember", "recall", "memor", "forget", "earlier", "last time", "before", "previous", "we talked", "discuss", "fact",
+			}},
 		},
 		Run: func(ctx context.Context, inv skills.Invocation) skills.Result {
 			r := skillRun{m: m, facts: facts, convs: convs, inv: inv}

@@ -191,3 +191,21 @@ func normalizeHost(h string) (string, error) {
 	}
 	return h, nil
 }
+
+// Allows reports whether one of rules allows a connection to host:port, judged exactly
+// as the proxy judges a request (names normalised, an address only by a rule naming
+// it). Components that fetch on the agent's behalf from outside the sandbox (the
+// browse skill, the markets briefing) use it so that the one allowlist governs them
+// too. A host or port the proxy would refuse to parse is never allowed.
+func Allows(rules []Rule, host, port string) bool {
+	t, err := parseTarget(host, port)
+	if err != nil {
+		return false
+	}
+	for _, r := range rules {
+		if r.match(t) {
+			return true
+		}
+	}
+	return false
+}

@@ -110,3 +110,33 @@ func TestRuleMatch(t *testing.T) {
 		t.Error("the zero Rule matched")
 	}
 }
+
+func TestAllows(t *testing.T) {
+	rules, err := ParseRules([]string{"stooq.com:443", "*.example.org:443", "127.0.0.1:8080"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		host, port string
+		want       bool
+	}{
+		{"stooq.com", "443", true},
+		{"STOOQ.com.", "443", true},
+		{"stooq.com", "80", false},
+		{"www.example.org", "443", true},
+		{"example.org", "443", false},
+		{"127.0.0.1", "8080", true},
+		{"::ffff:127.0.0.1", "8080", true},
+		{"localhost", "8080", false},
+		{"127.1", "8080", false},
+		{"stooq.com", "x", false},
+		{"", "443", false},
+	} {
+		if got := Allows(rules, tc.host, tc.port); got != tc.want {
+			t.Errorf("Allows(%q, %q) = %v, want %v", tc.host, tc.port, got, tc.want)
+		}
+	}
+	if Allows(nil, "stooq.com", "443") {
+		t.Error("an empty allowlist allowed a host")
+	}
+}

@@ -54,6 +54,18 @@ type Input struct {
 	Workspace      string // the agent's working directory inside the sandbox
 	// Resources are extra places and tools the agent may use, one line each.
 	Resources []string
+	// Skills are described at the end of the prompt: the ones this request is likely
+	// to need (skills.Registry.ForPrompt). OtherSkills are only named, so the agent
+	// knows they exist and can ask for their usage.
+	Skills      []SkillDoc
+	OtherSkills []string
+}
+
+// SkillDoc is one skill as the prompt describes it.
+type SkillDoc struct {
+	Name     string
+	Summary  string
+	Synopsis string // the usage, one command per line ("istota skill …")
 }
 
 // DatedMemory is one memories/YYYY-MM-DD.md file.
@@ -149,6 +161,25 @@ func Build(in Input) string {
 
 	if g := guidelines(in.Source); g != "" {
 		section(&b, "How to answer", g)
+	}
+	if s := renderSkills(in.Skills, in.OtherSkills); s != "" {
+		section(&b, "Skills", s)
+	}
+	return b.String()
+}
+
+// renderSkills describes the chosen skills and names the others.
+func renderSkills(docs []SkillDoc, others []string) string {
+	if len(docs) == 0 && len(others) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("Skills act for the user outside your sandbox; run them as shell commands.")
+	for _, d := range docs {
+		fmt.Fprintf(&b, "\n\n### %s — %s\n\n```\n%s\n```", d.Name, d.Summary, strings.TrimRight(d.Synopsis, "\n"))
+	}
+	if len(others) > 0 {
+		fmt.Fprintf(&b, "\n\nOther skills: %s. `istota skill skills NAME` shows how to use one.", strings.Join(others, ", "))
 	}
 	return b.String()
 }

@@ -121,3 +121,21 @@ func TestMemoryCapTrimsRecalledThenDatedThenFactsButNeverUserOrChannelMD(t *test
 		}
 	}
 }
+
+func TestSkillsSectionComesLast(t *testing.T) {
+	in := Input{BotName: "Istota", Now: time.Date(2026, 5, 4, 9, 0, 0, 0, time.UTC), User: User{ID: "alice"}, Source: "talk", Request: "add to my notes"}
+	if p := Build(in); strings.Contains(p, "## Skills") {
+		t.Errorf("a prompt without skills has a skills section:\n%s", p)
+	}
+	in.Skills = []SkillDoc{{Name: "notes", Summary: "your notes", Synopsis: "istota skill notes list\n  A note.\n"}}
+	in.OtherSkills = []string{"kv", "whoami"}
+	p := Build(in)
+	i := strings.Index(p, "\n## Skills\n")
+	if i < 0 || i < strings.Index(p, "## How to answer") {
+		t.Fatalf("the skills section is missing or not last:\n%s", p)
+	}
+	want := "### notes — your notes\n\n```\nistota skill notes list\n  A note.\n```\n\nOther skills: kv, whoami. `istota skill skills NAME` shows how to use one.\n"
+	if !strings.HasSuffix(p, want) {
+		t.Errorf("the skills section ends\n%q\nwant\n%q", p[i:], want)
+	}
+}

@@ -60,15 +60,11 @@ Namespaces: letters, digits, '_', '-', '.', ':' (up to 64); keys up to 256 bytes
 func KV(kvs *kv.Store) Skill {
 	return Skill{
 		Manifest: Manifest{
-			Name:    "kv",
-			Summary: "keep small values between tasks in your own key-value store",
-			Usage:   kvUsage,
-			Classify: func(_ context.Context, inv Invocation) approval.Action {
-				if len(inv.Args) > 0 && (inv.Args[0] == "get" || inv.Args[0] == "list") {
-					return approval.Action{Tier: approval.TierRead}
-				}
-				return approval.Action{Tier: approval.TierWriteOwn}
-			},
+			Name:     "kv",
+			Summary:  "keep small values between tasks in your own key-value store",
+			Usage:    kvUsage,
+			Classify: ReadVerbs("get", "list"),
+			Load:     Load{Keywords: []string{"kv", "key value", "store", "keep", "save", "track"}},
 		},
 		Run: func(ctx context.Context, inv Invocation) Result {
 			return runKV(ctx, kvs, inv)

@@ -37,13 +37,16 @@ type Manifest struct {
 	// synopses (shown after "istota skill "), other lines are notes.
 	Usage string
 	Env   []EnvVar
-	// AdminOnly skills are refused with not_authorized for users who are not admins.
+	// AdminOnly skills are refused with not_authorized for users who are not admins,
+	// and never shown to them.
 	AdminOnly bool
 	// Classify says what one call would do: its risk tier and a sentence naming exactly
 	// what will happen, for the question to the user when the tier asks first. Nil means
 	// the call changes only the user's own data (approval.TierWriteOwn). A call the skill
 	// will refuse anyway (bad arguments) may be classified as approval.TierRead.
 	Classify func(ctx context.Context, inv Invocation) approval.Action
+	// Load says when the usage goes into the prompt up front (see Load).
+	Load Load
 }
 
 // MaxStdin bounds the standard input a skill receives.
@@ -165,6 +168,8 @@ func (r *Registry) Register(s Skill) error {
 	}
 	m := s.Manifest
 	m.Env = slices.Clone(m.Env)
+	m.Load.Resources = slices.Clone(m.Load.Resources)
+	m.Load.Keywords = slices.Clone(m.Load.Keywords)
 	s.Manifest = m
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -184,6 +189,9 @@ func validate(s Skill) error {
 	}
 	if strings.TrimSpace(s.Summary) == "" {
 		return fmt.Errorf("no summary")
+	}
+	if err := s.Load.validate(); err != nil {
+		return err
 	}
 	seen := map[string]bool{}
 	for _, v := range s.Env {
@@ -232,4 +240,16 @@ func (r *Registry) Available(isAdmin bool) []Skill {
 		return all
 	}
 	return slices.DeleteFunc(all, func(s Skill) bool { return s.AdminOnly })
+}
+
+// ReadVerbs is a Classify for skills whose first argument is a verb: the verbs given
+// only read (approval.TierRead), every other call changes the user's own data
+// (approval.TierWriteOwn).
+func ReadVerbs(verbs ...string) func(context.Context, Invocation) approval.Action {
+	return func(_ context.Context, inv Invocation) approval.Action {
+		if len(inv.Args) > 0 && slices.Contains(verbs, inv.Args[0]) {
+			return approval.Action{Tier: approval.TierRead}
+		}
+		return approval.Action{Tier: approval.TierWriteOwn}
+	}
 }

@@ -26,11 +26,14 @@ const (
 	ComponentNotes     Component = "notes"
 	ComponentReminders Component = "reminders"
 	ComponentNews      Component = "news" // headlines from Feeds
+	// ComponentMarkets: futures before noon, index closes from noon, from the quote
+	// source the administrator configures.
+	ComponentMarkets Component = "markets"
 )
 
 // Components lists every briefing component.
 func Components() []Component {
-	return []Component{ComponentCalendar, ComponentTodos, ComponentEmail, ComponentNotes, ComponentReminders, ComponentNews}
+	return []Component{ComponentCalendar, ComponentTodos, ComponentEmail, ComponentNotes, ComponentReminders, ComponentNews, ComponentMarkets}
 }
 
 // BriefingsFile is the valid content of BRIEFINGS.md.

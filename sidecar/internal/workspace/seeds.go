@@ -109,7 +109,8 @@ feeds = ["https://example.org/feed.xml"]
 ` + fence + `
 
 output is talk, email or both. Components: calendar, todos, email, notes,
-reminders, news (headlines from feeds).
+reminders, news (headlines from feeds), markets (futures before noon, index
+closes from noon, when the administrator set up a quote source).
 -->
 `
 

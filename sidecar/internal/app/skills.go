@@ -1,0 +1,51 @@
+package app
+
+import (
+	"context"
+	"time"
+
+	"github.com/istota/istota/sidecar/internal/briefing"
+	"github.com/istota/istota/sidecar/internal/browse"
+	"github.com/istota/istota/sidecar/internal/kv"
+	"github.com/istota/istota/sidecar/internal/netproxy"
+	"github.com/istota/istota/sidecar/internal/notes"
+	"github.com/istota/istota/sidecar/internal/skills"
+	"github.com/istota/istota/sidecar/internal/webfetch"
+)
+
+// openWeb builds the client that fetches for users from the sidecar itself (the
+// browse skill, the markets briefing): the same allowlist and private-address rules
+// as the sandboxes' network proxy.
+func (s *sidecar) openWeb(allowed []netproxy.Rule) {
+	s.web = webfetch.New(webfetch.Options{
+		Allow:        allowed,
+		AllowPrivate: s.cfg.Network.AllowPrivate,
+		UserAgent:    "Istota/" + Version,
+	})
+}
+
+// registerContentSkills registers the skills over the user's own content and the web:
+// notes (the workspace's notes/ folder), reminders (the key-value entries the
+// briefings read) and browse.
+func (s *sidecar) registerContentSkills(reg *skills.Registry, kvs *kv.Store) error {
+	if err := notes.Register(reg, notes.Options{
+		Root: func(uid string) (string, error) { return s.userRoot(uid), nil },
+		Zone: s.zoneOrUTC,
+	}); err != nil {
+		return err
+	}
+	if err := briefing.RegisterRemindersSkill(reg, briefing.RemindersOptions{Store: kvs, Zone: s.zoneOrUTC}); err != nil {
+		return err
+	}
+	return browse.Register(reg, browse.Options{Fetcher: s.web, Events: s.queue, Logger: s.log.With("component", "browse")})
+}
+
+// zoneOrUTC is userZone for the skills that print times: UTC when it cannot be read.
+func (s *sidecar) zoneOrUTC(ctx context.Context, uid string) *time.Location {
+	loc, err := s.userZone(ctx, uid)
+	if err != nil {
+		s.log.Warn("time zone unknown; using UTC", "user_id", uid, "err", err)
+		return time.UTC
+	}
+	return loc
+}
