@@ -53,8 +53,9 @@ class AdminController extends OcsBaseController {
 		mixed $brain = null,
 		mixed $workers = null,
 		mixed $limits = null,
+		mixed $approvals = null,
 	): DataResponse {
-		$changes = ['access' => $access, 'sandbox' => $sandbox, 'network' => $network, 'brain' => $brain, 'workers' => $workers, 'limits' => $limits];
+		$changes = ['access' => $access, 'sandbox' => $sandbox, 'network' => $network, 'brain' => $brain, 'workers' => $workers, 'limits' => $limits, 'approvals' => $approvals];
 		return $this->respond(fn (): array => $this->admin->updateSettings($changes));
 	}
 }

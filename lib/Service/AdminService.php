@@ -17,12 +17,12 @@ use OCP\App\IAppManager;
 /**
  * AdminService is the admin section: the sidecar's health next to the app's own version,
  * and the admin settings that live in the sidecar (access, sandbox, network, brain,
- * workers, limits). The brain's API key is write-only: it passes through on its way to
+ * workers, limits, approvals). The brain's API key is write-only: it passes through on its way to
  * the sidecar and the sidecar never sends it back.
  */
 class AdminService {
 	/** The sections of AdminSettings (docs/user-api.md, "Admin"). */
-	public const SECTIONS = ['access', 'sandbox', 'network', 'brain', 'workers', 'limits'];
+	public const SECTIONS = ['access', 'sandbox', 'network', 'brain', 'workers', 'limits', 'approvals'];
 
 	public function __construct(
 		private readonly SidecarClient $client,

@@ -84,3 +84,24 @@ export const getSettings = () => request('GET', 'me/settings')
 
 /** @param {object} patch any of persona, timezone, emails, calendars @return {Promise<object>} */
 export const putSettings = (patch) => request('PUT', 'me/settings', { data: patch })
+
+/** GET /me/approvals → {pending, recent, policies: {admin, user, effective}, timeout_seconds} */
+export const getApprovals = () => request('GET', 'me/approvals')
+
+/**
+ * decideApproval answers one question of the agent's.
+ *
+ * @param {number} id the question
+ * @param {boolean} approve yes or no
+ * @return {Promise<object>} the answered request
+ */
+export const decideApproval = (id, approve) => request('POST', `me/approvals/${seg(id)}`, { data: { approve } })
+
+/**
+ * putApprovalPolicies stores the user's own policies ("" follows the administrator's);
+ * the service refuses any that would loosen the administrator's.
+ *
+ * @param {object} policies read, write_own, external, admin
+ * @return {Promise<object>} {admin, user, effective}
+ */
+export const putApprovalPolicies = (policies) => request('PUT', 'me/approvals/policies', { data: policies })

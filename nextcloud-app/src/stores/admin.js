@@ -13,11 +13,12 @@ export const ADMIN_FIELDS = Object.freeze({
 	sandbox: ['sandbox.enabled', 'sandbox.admin_db_write', 'sandbox.memory_mb', 'sandbox.max_processes', 'sandbox.max_open_files', 'sandbox.cpu_seconds'],
 	network: ['network.allowed_hosts'],
 	brain: ['brain.kind', 'brain.model', 'brain.api_base_url', 'brain.api_key', 'brain.daily_token_budget'],
+	approvals: ['approvals.read', 'approvals.write_own', 'approvals.external', 'approvals.admin', 'approvals.timeout_seconds'],
 	limits: ['workers.max', 'workers.reserved_interactive', 'limits.task_timeout_seconds', 'limits.retention_days', 'limits.history_days'],
 })
 
 const LIST_FIELDS = new Set(['access.users', 'access.groups', 'access.admin_users', 'access.admin_groups', 'network.allowed_hosts'])
-const NUMBER_FIELDS = new Set(['sandbox.memory_mb', 'sandbox.max_processes', 'sandbox.max_open_files', 'sandbox.cpu_seconds', 'brain.daily_token_budget', 'workers.max', 'workers.reserved_interactive', 'limits.task_timeout_seconds', 'limits.retention_days', 'limits.history_days'])
+const NUMBER_FIELDS = new Set(['sandbox.memory_mb', 'sandbox.max_processes', 'sandbox.max_open_files', 'sandbox.cpu_seconds', 'brain.daily_token_budget', 'workers.max', 'workers.reserved_interactive', 'limits.task_timeout_seconds', 'limits.retention_days', 'limits.history_days', 'approvals.timeout_seconds'])
 const BOOL_FIELDS = new Set(['sandbox.enabled', 'sandbox.admin_db_write'])
 
 function get(obj, dotted) {

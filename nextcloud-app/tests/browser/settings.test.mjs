@@ -222,6 +222,38 @@ describe('personal page', () => {
 		}
 	})
 
+	test('approvals: answer a question on the page, make a policy stricter', async () => {
+		const now = Date.now()
+		sql(`INSERT INTO approvals (task_id, user_id, tier, kind, name, summary, fingerprint, ask_token, created_at, expires_at)
+SELECT id, 'alice', 'external', 'skill', 'email send', 'Send an e-mail to bob@example.org, subject "Offsite", 3 lines: See you there', 'fp-browser-1', 'note1', '${ts(new Date(now))}', '${ts(new Date(now + 1800 * 1000))}'
+FROM tasks WHERE prompt = 'Plan my trip to Lisbon';`)
+		const { page, context, errors } = await openPage('personal', 'light')
+		try {
+			const pending = page.locator('[data-test="approvals-pending"] [data-approval]')
+			await pending.first().waitFor({ timeout: WAIT })
+			assert.match(await pending.first().innerText(), /Send an e-mail to bob@example\.org, subject "Offsite"/)
+			await shot(page, 'personal-approvals-light')
+			assert.deepEqual(await layoutProblems(page, { root: '#istota-personal-settings' }), [])
+			await pending.first().locator('[data-test="approve"]').click()
+			await page.locator('[data-test="approvals-none"]').waitFor({ timeout: WAIT })
+			await page.locator('[data-test="approvals-recent"] tr[data-status="approved"]', { hasText: 'Yes, on this page' }).waitFor({ timeout: WAIT })
+
+			// The administrator asks before external actions: "allow" is not offered.
+			const external = page.locator('select[data-policy="external"]')
+			const offered = await external.locator('option').evaluateAll((opts) => opts.map((o) => o.value))
+			assert.deepEqual(offered, ['', 'ask', 'deny'])
+			await external.selectOption('deny')
+			await page.locator('[data-test="policies-save"]').click()
+			await page.locator('[data-test="policies-saved"]').waitFor({ timeout: WAIT })
+			await page.reload()
+			await page.locator('select[data-policy="external"]').waitFor({ timeout: WAIT })
+			assert.equal(await page.locator('select[data-policy="external"]').inputValue(), 'deny')
+			assert.deepEqual(errors, [])
+		} finally {
+			await context.close()
+		}
+	})
+
 	test('Stop ends the running task', async () => {
 		const { page, context } = await openPage('personal', 'light')
 		try {

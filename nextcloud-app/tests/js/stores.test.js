@@ -8,6 +8,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { createAdminStore, parseList, toForm, toPatch } from '../../src/stores/admin.js'
 import { createMemoryStore } from '../../src/stores/memory.js'
 import { createScheduleStore } from '../../src/stores/schedule.js'
+import { createApprovalsStore, stricterChoices } from '../../src/stores/approvals.js'
 import { createSettingsStore } from '../../src/stores/settings.js'
 import { createStatusStore } from '../../src/stores/status.js'
 import { startOcsServer } from './helpers/ocsServer.js'
@@ -253,5 +254,51 @@ describe('status store: how long history is kept', () => {
 		const older = createStatusStore(stub(status({})))
 		await older.load()
 		expect(older.state.historyDays).toBe(null)
+	})
+})
+
+describe('approvals store', () => {
+	const pending = { id: 7, tier: 'external', name: 'email send', summary: 'Send an e-mail to bob@example.org', status: 'pending' }
+	const policies = { admin: { read: 'allow', write_own: 'allow', external: 'ask', admin: 'ask' }, user: { external: '' }, effective: { read: 'allow', write_own: 'allow', external: 'ask', admin: 'ask' } }
+
+	it('offers only what is at least as strict as the administrator\'s choice', () => {
+		expect(stricterChoices('allow')).toEqual(['', 'allow', 'ask', 'deny'])
+		expect(stricterChoices('ask')).toEqual(['', 'ask', 'deny'])
+		expect(stricterChoices('deny')).toEqual(['', 'deny'])
+	})
+
+	it('answers a question and reads the lists again', async () => {
+		let answered = null
+		srv.routes['GET me/approvals'] = () => [200, answered === null
+			? { pending: [pending], recent: [], policies, timeout_seconds: 1800 }
+			: { pending: [], recent: [{ ...pending, status: answered ? 'approved' : 'denied', decided_via: 'page' }], policies, timeout_seconds: 1800 }]
+		srv.routes['POST me/approvals/7'] = (req) => { answered = req.body.approve; return [200, { ...pending, status: 'approved' }] }
+		const a = createApprovalsStore()
+		await a.load()
+		expect(a.state.pending.map((r) => r.id)).toEqual([7])
+		expect(a.state.timeoutSeconds).toBe(1800)
+		expect(a.state.draft).toEqual({ read: '', write_own: '', external: '', admin: '' })
+		await a.decide(7, true)
+		expect(answered).toBe(true)
+		expect(a.state.pending).toEqual([])
+		expect(a.state.recent[0].status).toBe('approved')
+		expect(a.state.busy).toEqual({})
+	})
+
+	it('a refused answer is shown, and a refused policy keeps the choice', async () => {
+		srv.routes['GET me/approvals'] = () => [200, { pending: [pending], recent: [], policies, timeout_seconds: 60 }]
+		srv.routes['POST me/approvals/7'] = () => [404, { code: 'not_found', message: 'No such question.' }]
+		srv.routes['PUT me/approvals/policies'] = () => [422, { code: 'invalid_policies', message: 'external: you cannot loosen what the administrator set' }]
+		const a = createApprovalsStore()
+		await a.load()
+		await a.decide(7, false)
+		expect(a.state.actionError.id).toBe(7)
+		expect(a.state.actionError.error.message).toBe('No such question.')
+		a.state.draft.external = 'allow'
+		expect(a.dirty()).toBe(true)
+		await a.savePolicies()
+		expect(a.state.saveError.message).toMatch(/cannot loosen/)
+		expect(a.state.draft.external).toBe('allow')
+		expect(a.state.savedOk).toBe(false)
 	})
 })

@@ -79,6 +79,10 @@ class AdminApiTest extends TestCase {
 		$this->assertSame(8, $response->getData()['settings']['workers']['max']);
 		$bodies = self::$sidecar->bodies();
 		$this->assertSame(['access' => ['groups' => ['staff']], 'workers' => ['max' => 8]], end($bodies)['body'], 'only the sections given are sent');
+
+		$this->assertSame(200, $controller->updateSettings(approvals: ['external' => 'deny'])->getStatus());
+		$bodies = self::$sidecar->bodies();
+		$this->assertSame(['approvals' => ['external' => 'deny']], end($bodies)['body'], 'the approvals section passes through');
 	}
 
 	public function testTheApiKeyIsWriteOnly(): void {

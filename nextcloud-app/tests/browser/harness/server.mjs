@@ -127,6 +127,9 @@ export async function startHarness({ repoRoot, appVersion = '0.1.0', user } = {}
 		['POST', /^me\/schedule\/jobs\/([^/]+)\/(enable|disable|run)$/, false, (m) => forward('POST', userPath(`schedule/jobs/${encodeURIComponent(decodeURIComponent(m[1]))}/${m[2]}`))],
 		['GET', /^me\/settings$/, false, () => forward('GET', userPath('settings'))],
 		['PUT', /^me\/settings$/, false, (m, url, body) => forward('PUT', userPath('settings'), body ?? {})],
+		['GET', /^me\/approvals$/, false, () => forward('GET', userPath('approvals'))],
+		['PUT', /^me\/approvals\/policies$/, false, (m, url, body) => forward('PUT', userPath('approvals/policies'), body ?? {})],
+		['POST', /^me\/approvals\/(\d+)$/, false, (m, url, body) => forward('POST', userPath(`approvals/${m[1]}`), body ?? {})],
 		['GET', /^admin\/health$/, true, async () => {
 			const [status, data] = await forward('GET', '/v1/admin/health')
 			if (status >= 300) {
