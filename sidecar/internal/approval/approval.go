@@ -695,18 +695,7 @@ func (s *Service) event(ctx context.Context, taskID int64, text string) {
 }
 
 func (s *Service) withTx(ctx context.Context, fn func(*sql.Tx) error) error {
-	tx, err := s.db.Write.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("begin: %w", err)
-	}
-	if err := fn(tx); err != nil {
-		tx.Rollback()
-		return err
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("commit: %w", err)
-	}
-	return nil
+	return s.db.InTx(ctx, fn)
 }
 
 func roundDuration(d time.Duration) string {

@@ -515,18 +515,7 @@ func (in *Intake) notice(ctx context.Context, tx *sql.Tx, ev talk.Event, kind, t
 }
 
 func (in *Intake) tx(ctx context.Context, fn func(*sql.Tx) error) error {
-	tx, err := in.db.Write.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("begin: %w", err)
-	}
-	if err := fn(tx); err != nil {
-		tx.Rollback()
-		return err
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("commit: %w", err)
-	}
-	return nil
+	return in.db.InTx(ctx, fn)
 }
 
 // isFileShare reports whether an Activity is a file shared into the conversation

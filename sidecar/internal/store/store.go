@@ -195,6 +195,23 @@ func (db *DB) migrate(ctx context.Context) error {
 // milliseconds, so that values sort as text and compare with datetime('now', …).
 const TimeFormat = "2006-01-02 15:04:05.000"
 
+// InTx runs fn in a write transaction and commits it; an error from fn rolls it back
+// and is returned as it is.
+func (db *DB) InTx(ctx context.Context, fn func(*sql.Tx) error) error {
+	tx, err := db.Write.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	if err := fn(tx); err != nil {
+		tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
 // FormatTime renders t for storage.
 func FormatTime(t time.Time) string { return t.UTC().Format(TimeFormat) }
 
