@@ -162,6 +162,12 @@ func MarkSession(ctx context.Context, db *store.DB, uid string, now time.Time) e
 const (
 	SettingTimezone  = "timezone"  // JSON string: the user's own choice over Nextcloud's
 	SettingCalendars = "calendars" // JSON array of calendar paths the bot may use
+	// SettingHomeConversation is the token (JSON string) of the private conversation the
+	// app made for the user, where notices go until they write in another one.
+	SettingHomeConversation = "home_conversation"
+	// SettingWelcomedAt is when (JSON string, RFC 3339) the welcome was queued: it is
+	// sent once per user, whatever happens to the conversation later.
+	SettingWelcomedAt = "welcomed_at"
 )
 
 // MaxEmails is how many extra addresses one user may register.
