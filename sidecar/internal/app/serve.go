@@ -211,7 +211,15 @@ func openSidecar(ctx context.Context, cfg config.Config, log *slog.Logger, why p
 	}
 	s.launcher.skills = credproxy.New(registry, creds, auditLog, log.With("component", "credproxy"), credproxy.Options{})
 	s.launcher.usage = usage.New(s.db)
-	s.launcher.apiKey = s.pages.settings.APIKey
+	s.launcher.login = s.pages.settings.Login
+	s.launcher.onRefused = func(status int) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := s.pages.settings.RecordLoginRefused(ctx, status); err != nil {
+			log.Warn("could not record the model API's refusal", "err", err)
+		}
+		log.Error("the model API refused the credential", "status", status, "login", s.pages.settings.Login().Kind)
+	}
 	agent, err := s.newBrain(cfg, log)
 	if err != nil {
 		return nil, err
