@@ -278,8 +278,20 @@ func openSidecar(ctx context.Context, cfg config.Config, log *slog.Logger, why p
 		Owner:               s.owner,
 		Logger:              log.With("component", "executor"),
 		OnReply:             func() { s.outbox.Wake(); s.mail.wake() },
-		Commands:            command.Shell{},
-		Budget:              s.budget(),
+		// The runners are made after the executor; by the time a task completes they exist.
+		OnConfigEdit: func() {
+			if s.jobs != nil {
+				s.jobs.Wake()
+			}
+			if s.checks != nil {
+				s.checks.Wake()
+			}
+			if s.brief != nil {
+				s.brief.Wake()
+			}
+		},
+		Commands: command.Shell{},
+		Budget:   s.budget(),
 		Deferred: deferred.New(kvs, s.queue, auditLog, log.With("component", "deferred"),
 			deferred.Options{SubtaskSource: queue.SourceSubtask}),
 	})

@@ -54,6 +54,8 @@ type Input struct {
 	Workspace      string // the agent's working directory inside the sandbox
 	// Resources are extra places and tools the agent may use, one line each.
 	Resources []string
+	// Guides explain the user's configuration files the request is about (GuidesFor).
+	Guides []string
 }
 
 // DatedMemory is one memories/YYYY-MM-DD.md file.
@@ -149,6 +151,9 @@ func Build(in Input) string {
 
 	if g := guidelines(in.Source); g != "" {
 		section(&b, "How to answer", g)
+	}
+	if len(in.Guides) > 0 {
+		section(&b, "The user's files you may edit for this", strings.Join(in.Guides, "\n\n"))
 	}
 	return b.String()
 }

@@ -291,6 +291,14 @@ func SetSetting(ctx context.Context, db Execer, uid, key string, v any, now time
 	return nil
 }
 
+// DeleteSetting removes one per-user setting; a missing one is not an error.
+func DeleteSetting(ctx context.Context, db Execer, uid, key string) error {
+	if _, err := db.ExecContext(ctx, `DELETE FROM user_settings WHERE user_id = ? AND key = ?`, uid, key); err != nil {
+		return fmt.Errorf("users: delete setting %s of %s: %w", key, uid, err)
+	}
+	return nil
+}
+
 // SetTimezone stores the user's own timezone and applies it to the profile at once.
 func SetTimezone(ctx context.Context, tx *sql.Tx, uid, tz string, now time.Time) error {
 	if _, err := time.LoadLocation(tz); tz == "" || err != nil {
