@@ -149,9 +149,47 @@ func testConversation(t *testing.T, e *env) {
 		}
 	})
 
+	t.Run("a refused CRON.md edit is answered here", func(t *testing.T) {
+		// The agent (the real CLI in the sandbox, scripted) writes a job whose schedule the
+		// checker refuses; the refusal, with the line and the field, comes to erin's
+		// conversation where she asked, not to another one.
+		write := `mkdir -p /workspace/istota/config && printf '%s\n' '` + "```toml" + `' '[[jobs]]' 'name = "bins"' 'schedule = "every monday"' 'prompt = "Remind me to take out the bins"' '` + "```" + `' > /workspace/istota/config/CRON.md && echo written`
+		e.script("[cron-edit]", fakeapi.Bash("Adding the job.", write), fakeapi.Reply("Done: the bins job is in CRON.md. [cron-edit-answer]"))
+		before := len(nc.messages(t, "erin", erin))
+		if got := e.ask(t, "erin", erin, "Remind me every Monday to take out the bins [cron-edit]"); !strings.Contains(got.Message, "[cron-edit-answer]") {
+			t.Fatalf("answer: %+v", got)
+		}
+		guided := false
+		for _, r := range e.api.MessageRequests() {
+			if requestMarker("[cron-edit]")(&r) && strings.Contains(r.UserText(), "### CRON.md (guide v") {
+				guided = true
+			}
+		}
+		if !guided {
+			t.Error("the CRON.md guide was not in the agent's prompt")
+		}
+		var notice string
+		waitUntil(t, "the refusal of the CRON.md edit in erin's conversation", 2*time.Minute, func() bool {
+			msgs := nc.messages(t, "erin", erin)
+			for _, m := range msgs[min(before, len(msgs)):] {
+				if m.fromBot() && strings.Contains(m.Message, "CRON.md made here") {
+					notice = m.Message
+					return true
+				}
+			}
+			return false
+		}, e.sc.logs)
+		mustContain(t, "the refusal", notice, "line 4", "schedule")
+	})
+
 	t.Run("let in later", func(t *testing.T) {
 		access("erin", "frank") // queues the job; Nextcloud's cron runs it
-		nc.cron(t)
+		// cron.php stops at the first job it already ran in this round, so a job queued
+		// in the same second as the last check of an earlier one waits for the next run.
+		waitUntil(t, "frank's conversation after the access change", time.Minute, func() bool {
+			nc.cron(t)
+			return len(nc.botConversations(t, "frank")) > 0
+		}, e.sc.logs)
 		frank := e.homeConversation(t, "frank")
 		if frank == erin {
 			t.Fatal("frank and erin share a conversation")
