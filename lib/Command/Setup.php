@@ -9,6 +9,7 @@ declare(strict_types=1);
 
 namespace OCA\Istota\Command;
 
+use OCA\Istota\Service\HomeConversation;
 use OCA\Istota\Service\InstallCommand;
 use OCA\Istota\Service\SetupService;
 use Symfony\Component\Console\Command\Command;
@@ -21,13 +22,16 @@ use Symfony\Component\Console\Output\OutputInterface;
 /**
  * `occ istota:setup` creates the shared secret and the bot secret if they are missing,
  * creates (or adopts) the bot's Nextcloud account, registers the bot with Talk and
- * prints (or writes) the sidecar's TOML configuration. The TOML goes to standard output
- * alone, so it can be redirected; notes go to stderr and never carry a password.
+ * prints (or writes) the sidecar's TOML configuration. When the sidecar already runs, every
+ * user it lets use the bot gets their conversation with it (HomeConversation); otherwise
+ * that happens when the sidecar starts. The TOML goes to standard output alone, so it can
+ * be redirected; notes go to stderr and never carry a password.
  */
 class Setup extends Command {
 	public function __construct(
 		private readonly SetupService $setup,
 		private readonly InstallCommand $install,
+		private readonly HomeConversation $home,
 	) {
 		parent::__construct();
 	}
@@ -79,6 +83,7 @@ class Setup extends Command {
 		// the exit status says the setup is not complete, so scripts and installers notice.
 		if ($path === null) {
 			$output->write($toml, false, OutputInterface::OUTPUT_RAW);
+			$this->conversations($registration->registered, $notes);
 			return $registration->registered ? self::SUCCESS : self::FAILURE;
 		}
 		try {
@@ -88,7 +93,38 @@ class Setup extends Command {
 			return self::FAILURE;
 		}
 		$notes->writeln(sprintf('Wrote the sidecar configuration to %s (mode 0600). Restart the sidecar to use it.', OutputFormatter::escape($path)));
+		$this->conversations($registration->registered, $notes);
 		return $registration->registered ? self::SUCCESS : self::FAILURE;
+	}
+
+	/**
+	 * Gives every user the sidecar lets use the bot their conversation with it, and says
+	 * what happened in one line.
+	 */
+	private function conversations(bool $registered, OutputInterface $notes): void {
+		if (!$registered) {
+			return;
+		}
+		$counts = $this->home->ensureAll();
+		if (($counts[HomeConversation::SIDECAR_DOWN] ?? 0) > 0) {
+			$notes->writeln('<comment>The sidecar is not answering yet: each user allowed to use the bot gets a conversation with it when the sidecar starts.</comment>');
+			return;
+		}
+		$parts = [];
+		foreach ([
+			HomeConversation::CREATED => '%d made',
+			HomeConversation::EXISTS => '%d already there',
+			HomeConversation::DELETED => '%d deleted by their user (not made again)',
+			HomeConversation::NOT_ALLOWED => '%d user(s) not allowed to use the bot',
+			HomeConversation::FAILED => '%d failed (see the Nextcloud log)',
+		] as $outcome => $format) {
+			if (($counts[$outcome] ?? 0) > 0) {
+				$parts[] = sprintf($format, $counts[$outcome]);
+			}
+		}
+		if ($parts !== []) {
+			$notes->writeln('Conversations with the bot: ' . implode(', ', $parts) . '.');
+		}
 	}
 
 	private static function option(InputInterface $input, string $name): ?string {

@@ -10,9 +10,11 @@ declare(strict_types=1);
 namespace OCA\Istota\Service;
 
 use OCA\Istota\AppInfo\Application;
+use OCA\Istota\BackgroundJob\EnsureHomeConversations;
 use OCA\Istota\Exception\InvalidInputException;
 use OCA\Istota\Exception\SidecarException;
 use OCP\App\IAppManager;
+use OCP\BackgroundJob\IJobList;
 
 /**
  * AdminService is the admin section: the sidecar's health next to the app's own version,
@@ -27,6 +29,7 @@ class AdminService {
 	public function __construct(
 		private readonly SidecarClient $client,
 		private readonly IAppManager $appManager,
+		private readonly IJobList $jobs,
 	) {
 	}
 
@@ -76,7 +79,12 @@ class AdminService {
 			// An empty object decodes to an empty PHP array; send it back as an object.
 			$body[$section] = $value === [] ? new \stdClass() : $value;
 		}
-		return $this->client->putJson('/v1/admin/settings', $body);
+		$answer = $this->client->putJson('/v1/admin/settings', $body);
+		// Who may use the bot changed: the users it now lets in get their conversation.
+		if (isset($body['access']) && !$this->jobs->has(EnsureHomeConversations::class, null)) {
+			$this->jobs->add(EnsureHomeConversations::class);
+		}
+		return $answer;
 	}
 
 	private function appVersion(): string {

@@ -9,17 +9,21 @@ declare(strict_types=1);
 
 namespace OCA\Istota\Service;
 
+use OCA\Istota\BackgroundJob\EnsureHomeConversations;
 use OCA\Istota\Db\BotMessages;
 use OCA\Istota\Exception\BadSignatureException;
 use OCA\Istota\Exception\InvalidInputException;
 use OCP\AppFramework\Utility\ITimeFactory;
+use OCP\BackgroundJob\IJobList;
 
 /**
  * SidecarReady is the sidecar telling the app it has (re)started: Talk events that
  * waited in the outbox while it was down are handed over at once, instead of when the
  * next message arrives or Nextcloud's cron next runs (five minutes on a usual system
- * cron). The call must carry the shared-secret signature; it only ever triggers a
- * delivery the background job would make anyway, so a replay is harmless.
+ * cron). It also queues the job that gives every allowed user their conversation with the
+ * bot (occ istota:setup could not ask a sidecar that was not running yet). The call must
+ * carry the shared-secret signature; it only ever triggers work the background jobs do
+ * anyway, so a replay is harmless.
  */
 class SidecarReady {
 	/** Time for one hand-over; the rest is left to the next message or the job. */
@@ -31,6 +35,7 @@ class SidecarReady {
 		private readonly OutboxFlusher $flusher,
 		private readonly ITimeFactory $time,
 		private readonly BotMessages $messages,
+		private readonly IJobList $jobs,
 	) {
 	}
 
@@ -41,6 +46,9 @@ class SidecarReady {
 	 */
 	public function ready(string $method, string $pathAndQuery, array $headers, string $body): array {
 		$this->verify($method, $pathAndQuery, $headers, $body);
+		if (!$this->jobs->has(EnsureHomeConversations::class, null)) {
+			$this->jobs->add(EnsureHomeConversations::class);
+		}
 		$result = $this->flusher->flush(self::BUDGET_SECONDS, SidecarClient::DEFAULT_TIMEOUT, SidecarClient::DEFAULT_CONNECT_TIMEOUT, respectBackoff: false);
 		return ['delivered' => $result->delivered(), 'complete' => $result->drained];
 	}

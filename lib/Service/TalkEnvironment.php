@@ -10,6 +10,8 @@ declare(strict_types=1);
 namespace OCA\Istota\Service;
 
 use OCP\App\IAppManager;
+use OCP\EventDispatcher\IEventDispatcher;
+use OCP\IUser;
 use Psr\Container\ContainerInterface;
 use Psr\Log\LoggerInterface;
 
@@ -25,6 +27,13 @@ class TalkEnvironment {
 	public const INVOKE_EVENT = 'OCA\Talk\Events\BotInvokeEvent';
 	private const MANAGER = 'OCA\Talk\Manager';
 	private const PARTICIPANT_SERVICE = 'OCA\Talk\Service\ParticipantService';
+	private const BROKER = 'OCP\Talk\IBroker';
+	private const BOT_SERVER_MAPPER = 'OCA\Talk\Model\BotServerMapper';
+	private const BOT_CONVERSATION_MAPPER = 'OCA\Talk\Model\BotConversationMapper';
+	private const BOT_CONVERSATION = 'OCA\Talk\Model\BotConversation';
+	private const BOT_ENABLED_EVENT = 'OCA\Talk\Events\BotEnabledEvent';
+	/** Talk's Bot::STATE_ENABLED. */
+	private const BOT_STATE_ENABLED = 1;
 
 	/** Conversation types of Talk's Room class (docs/constants.md). */
 	public const TYPE_ONE_TO_ONE = 1;
@@ -34,7 +43,91 @@ class TalkEnvironment {
 		private readonly IAppManager $appManager,
 		private readonly ContainerInterface $container,
 		private readonly LoggerInterface $logger,
+		private readonly IEventDispatcher $dispatcher,
 	) {
+	}
+
+	/**
+	 * Makes a group conversation named $name whose only member is $user, as its moderator,
+	 * through Talk's public broker (OCP\Talk\IBroker). Returns its token.
+	 *
+	 * @throws \RuntimeException when Talk cannot make it
+	 */
+	public function createPrivateConversation(IUser $user, string $name): string {
+		if (!interface_exists(self::BROKER)) {
+			throw new \RuntimeException('Talk\'s conversation API is not available');
+		}
+		try {
+			$broker = $this->container->get(self::BROKER);
+			if (!$broker->hasBackend()) {
+				throw new \RuntimeException('Talk is not enabled');
+			}
+			return (string)$broker->createConversation($name, [$user], $broker->newConversationOptions())->getId();
+		} catch (\RuntimeException $e) {
+			throw $e;
+		} catch (\Throwable $e) {
+			throw new \RuntimeException('Talk did not make the conversation: ' . $e->getMessage(), 0, $e);
+		}
+	}
+
+	/** Whether a conversation with this token exists (false when Talk cannot tell). */
+	public function conversationExists(string $token): bool {
+		if ($token === '' || !class_exists(self::MANAGER)) {
+			return false;
+		}
+		try {
+			$this->container->get(self::MANAGER)->getRoomByToken($token);
+			return true;
+		} catch (\Throwable) {
+			return false;
+		}
+	}
+
+	/**
+	 * Enables the bot with $botUrl in the conversation, as `occ talk:bot:setup` does (the
+	 * conversation row, then BotEnabledEvent); nothing happens when it is enabled already.
+	 * There is no public API for it, so Talk's internal mappers are used, guarded.
+	 *
+	 * @throws \RuntimeException when the bot is not installed or Talk refuses
+	 */
+	public function enableBot(string $token, string $botUrl): void {
+		foreach ([self::MANAGER, self::BOT_SERVER_MAPPER, self::BOT_CONVERSATION_MAPPER, self::BOT_CONVERSATION] as $class) {
+			if (!class_exists($class)) {
+				throw new \RuntimeException('Talk\'s bot classes are not available (' . $class . ')');
+			}
+		}
+		try {
+			$room = $this->container->get(self::MANAGER)->getRoomByToken($token);
+			$server = $this->container->get(self::BOT_SERVER_MAPPER)->findByUrl($botUrl);
+		} catch (\Throwable $e) {
+			throw new \RuntimeException('the bot or the conversation is unknown to Talk: ' . $e->getMessage(), 0, $e);
+		}
+		$botId = (int)$server->getId();
+		$mapper = $this->container->get(self::BOT_CONVERSATION_MAPPER);
+		try {
+			foreach ($mapper->findForToken($token) as $row) {
+				if ((int)$row->getBotId() === $botId) {
+					return;
+				}
+			}
+			$class = self::BOT_CONVERSATION;
+			$row = new $class();
+			$row->setBotId($botId);
+			$row->setToken($token);
+			$row->setState(self::BOT_STATE_ENABLED);
+			$mapper->insert($row);
+		} catch (\Throwable $e) {
+			throw new \RuntimeException('Talk did not enable the bot: ' . $e->getMessage(), 0, $e);
+		}
+		if (class_exists(self::BOT_ENABLED_EVENT)) {
+			try {
+				$event = self::BOT_ENABLED_EVENT;
+				$this->dispatcher->dispatchTyped(new $event($room, $server));
+			} catch (\Throwable $e) {
+				// The bot is enabled; only Talk's "joined" notice is missing.
+				$this->logger->warning('Talk\'s BotEnabledEvent failed', ['token' => $token, 'exception' => $e]);
+			}
+		}
 	}
 
 	/** Whether Talk is enabled and new enough for in-process app bots (Talk 21+). */

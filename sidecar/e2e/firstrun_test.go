@@ -299,7 +299,7 @@ func TestFirstRunThenDoctor(t *testing.T) {
 			t.Errorf("doctor did not print %q:\n%s", want, out)
 		}
 	}
-	if !strings.Contains(string(out), "✗ model API key") {
+	if !strings.Contains(string(out), "✗ model login") {
 		t.Errorf("doctor should name the missing API key:\n%s", out)
 	}
 

@@ -12,7 +12,7 @@ export const ADMIN_FIELDS = Object.freeze({
 	access: ['access.users', 'access.groups', 'access.admin_users', 'access.admin_groups'],
 	sandbox: ['sandbox.enabled', 'sandbox.admin_db_write', 'sandbox.memory_mb', 'sandbox.max_processes', 'sandbox.max_open_files', 'sandbox.cpu_seconds'],
 	network: ['network.allowed_hosts'],
-	brain: ['brain.kind', 'brain.model', 'brain.api_base_url', 'brain.api_key', 'brain.daily_token_budget'],
+	brain: ['brain.kind', 'brain.model', 'brain.api_base_url', 'brain.api_key', 'brain.oauth_token', 'brain.daily_token_budget'],
 	approvals: ['approvals.read', 'approvals.write_own', 'approvals.external', 'approvals.admin', 'approvals.timeout_seconds'],
 	limits: ['workers.max', 'workers.reserved_interactive', 'limits.task_timeout_seconds', 'limits.retention_days', 'limits.history_days'],
 })
@@ -20,6 +20,8 @@ export const ADMIN_FIELDS = Object.freeze({
 const LIST_FIELDS = new Set(['access.users', 'access.groups', 'access.admin_users', 'access.admin_groups', 'network.allowed_hosts'])
 const NUMBER_FIELDS = new Set(['sandbox.memory_mb', 'sandbox.max_processes', 'sandbox.max_open_files', 'sandbox.cpu_seconds', 'brain.daily_token_budget', 'workers.max', 'workers.reserved_interactive', 'limits.task_timeout_seconds', 'limits.retention_days', 'limits.history_days', 'approvals.timeout_seconds'])
 const BOOL_FIELDS = new Set(['sandbox.enabled', 'sandbox.admin_db_write'])
+/** Write-only secrets: never prefilled, sent only when typed or cleared. */
+const SECRET_FIELDS = new Set(['brain.api_key', 'brain.oauth_token'])
 
 function get(obj, dotted) {
 	return dotted.split('.').reduce((o, k) => (o && typeof o === 'object' ? o[k] : undefined), obj)
@@ -46,7 +48,7 @@ export function toForm(settings) {
 	const form = {}
 	for (const name of Object.values(ADMIN_FIELDS).flat()) {
 		const v = get(settings, name)
-		if (name === 'brain.api_key') {
+		if (SECRET_FIELDS.has(name)) {
 			form[name] = '' // write-only: never prefilled
 		} else if (LIST_FIELDS.has(name)) {
 			form[name] = Array.isArray(v) ? v.join('\n') : ''
@@ -74,21 +76,24 @@ export function parseList(text) {
 /**
  * toPatch is the partial AdminSettings for what differs from `saved`. A number field
  * that is not a whole number is sent as typed so that the sidecar names the field.
- * The API key is sent only when typed (or explicitly cleared with clearApiKey).
+ * The API key and the subscription token are sent only when typed (or explicitly cleared
+ * with clearApiKey / clearOauthToken).
  *
  * @param {Object<string, any>} form the form values
  * @param {Object<string, any>} saved the form values as loaded
  * @param {object} [o] options
  * @param {boolean} [o.clearApiKey] remove the stored key
+ * @param {boolean} [o.clearOauthToken] remove the stored subscription token
  * @return {object}
  */
-export function toPatch(form, saved, { clearApiKey = false } = {}) {
+export function toPatch(form, saved, { clearApiKey = false, clearOauthToken = false } = {}) {
 	const patch = {}
+	const clear = { 'brain.api_key': clearApiKey, 'brain.oauth_token': clearOauthToken }
 	for (const name of Object.values(ADMIN_FIELDS).flat()) {
-		if (name === 'brain.api_key') {
+		if (SECRET_FIELDS.has(name)) {
 			if (form[name] !== '') {
 				set(patch, name, form[name])
-			} else if (clearApiKey) {
+			} else if (clear[name]) {
 				set(patch, name, '')
 			}
 			continue
@@ -130,6 +135,9 @@ export function createAdminStore(api = adminApi) {
 		restartRequired: [],
 		apiKeySet: false,
 		clearApiKey: false,
+		oauthTokenSet: false,
+		clearOauthToken: false,
+		login: 'none',
 		form: {},
 		saved: {},
 	})
@@ -140,6 +148,9 @@ export function createAdminStore(api = adminApi) {
 		state.saved = { ...form }
 		state.apiKeySet = Boolean(res.settings?.brain?.api_key_set)
 		state.clearApiKey = false
+		state.oauthTokenSet = Boolean(res.settings?.brain?.oauth_token_set)
+		state.clearOauthToken = false
+		state.login = res.settings?.brain?.login || 'none'
 		state.restartRequired = res.restart_required || []
 	}
 
@@ -169,7 +180,7 @@ export function createAdminStore(api = adminApi) {
 		state.fieldErrors = {}
 		state.saveError = null
 		state.savedOk = false
-		const patch = toPatch(state.form, state.saved, { clearApiKey: state.clearApiKey })
+		const patch = toPatch(state.form, state.saved, { clearApiKey: state.clearApiKey, clearOauthToken: state.clearOauthToken })
 		if (Object.keys(patch).length === 0) {
 			state.savedOk = true
 			return

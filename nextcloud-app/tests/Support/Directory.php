@@ -97,4 +97,14 @@ final class Directory implements IUserManager, IGroupManager, IConfig {
 	public function getUserValue($userId, $appName, $key, $default = '') {
 		return $this->userValues[$userId][$appName][$key] ?? $default;
 	}
+
+	public function setUserValue($userId, $appName, $key, $value, $preCondition = null) {
+		$this->userValues[$userId][$appName][$key] = (string)$value;
+	}
+
+	public function callForAllUsers(\Closure $callback, $search = '') {
+		foreach ($this->users as $user) {
+			$callback($user);
+		}
+	}
 }

@@ -67,7 +67,7 @@ final class FakeSidecar {
 
 	/** Forgets everything received and every instruction; the server keeps running. */
 	public function reset(): void {
-		foreach (['control.json', 'requests.jsonl', 'events.jsonl', 'duplicates.jsonl', 'nonces.json', 'seen.json', 'users.json', 'usermd.json', 'facts.json', 'admin.json', 'bodies.jsonl'] as $file) {
+		foreach (['control.json', 'requests.jsonl', 'events.jsonl', 'duplicates.jsonl', 'nonces.json', 'seen.json', 'users.json', 'usermd.json', 'facts.json', 'admin.json', 'bodies.jsonl', 'homes.json'] as $file) {
 			@unlink($this->stateDir . '/' . $file);
 		}
 	}
@@ -104,6 +104,12 @@ final class FakeSidecar {
 	public function users(): array {
 		$users = json_decode((string)@file_get_contents($this->stateDir . '/users.json'), true);
 		return is_array($users) ? $users : [];
+	}
+
+	/** @return array<string, array{token: string, welcomes: int}> uid => the conversation the app reported */
+	public function homes(): array {
+		$homes = json_decode((string)@file_get_contents($this->stateDir . '/homes.json'), true);
+		return is_array($homes) ? $homes : [];
 	}
 
 	/** Writes USER.md of $uid as if it had been changed in Files. */

@@ -27,6 +27,7 @@ use OCA\Istota\Service\AttachmentImporter;
 use OCA\Istota\Service\BotAccount;
 use OCA\Istota\Service\BotRegistration;
 use OCA\Istota\Service\EventPayloadBuilder;
+use OCA\Istota\Service\HomeConversation;
 use OCA\Istota\Service\MemoryService;
 use OCA\Istota\Service\ApprovalsService;
 use OCA\Istota\Service\MeService;
@@ -48,6 +49,9 @@ use OCA\Istota\Service\UserProfile;
 use OCA\Istota\Service\WsTokenMinter;
 use OCA\Istota\SetupCheck\SidecarSetupCheck;
 use OCA\Talk\Manager;
+use OCA\Talk\Model\BotConversationMapper;
+use OCA\Talk\Model\BotServer;
+use OCA\Talk\Model\BotServerMapper;
 use OCA\Talk\Room;
 use OCA\Talk\Service\ParticipantService;
 
@@ -85,7 +89,14 @@ final class Harness {
 	public readonly TestUserSession $session;
 	public readonly TestUrlGenerator $urls;
 	public readonly TestL10N $l10n;
+	public readonly TestJobList $jobs;
+	public readonly Manager $rooms;
+	public readonly TestBroker $broker;
+	public readonly BotConversationMapper $botConversations;
 	private readonly string $dbPath;
+
+	/** The id of the Istota bot in the tests' Talk. */
+	public const BOT_ID = 7;
 
 	/** Where the app is installed in the tests' Nextcloud. */
 	public const APP_PATH = '/var/www/nextcloud/custom_apps/istota';
@@ -122,11 +133,19 @@ final class Harness {
 			$roomObjects[$token] = new Room($type, $token);
 			$counts[$token] = $count;
 		}
+		$this->rooms = new Manager($roomObjects);
+		$this->broker = new TestBroker($this->rooms);
+		$this->botConversations = new BotConversationMapper();
 		$this->container = new TestContainer([
-			Manager::class => new Manager($roomObjects),
+			Manager::class => $this->rooms,
 			ParticipantService::class => new ParticipantService($counts),
+			'OCP\Talk\IBroker' => $this->broker,
+			BotServerMapper::class => new BotServerMapper([new BotServer(self::BOT_ID, AppSettings::BOT_URL)]),
+			BotConversationMapper::class => $this->botConversations,
 		]);
-		$this->talk = new TalkEnvironment($this->apps, $this->container, $this->logger);
+		$this->dispatcher = new RecordingDispatcher();
+		$this->talk = new TalkEnvironment($this->apps, $this->container, $this->logger, $this->dispatcher);
+		$this->jobs = new TestJobList();
 		$this->profiles = new UserProfile($this->directory, $this->directory);
 		$this->payloads = new EventPayloadBuilder($this->directory, $this->profiles, $this->talk, $this->clock);
 		$this->cache = new MemoryCacheFactory($this->clock);
@@ -135,7 +154,6 @@ final class Harness {
 		$this->attachments = new AttachmentImporter($this->files, $this->directory, $this->settings, $this->sessions, $this->logger);
 		$this->session = new TestUserSession();
 		$this->forwarder = new TalkEventForwarder($this->settings, $this->payloads, $this->attachments, $this->client, $this->outbox, $this->flusher, new AddressingRule(), $this->clock, $this->logger, $this->session);
-		$this->dispatcher = new RecordingDispatcher();
 		$this->registration = new BotRegistration($this->settings, $this->talk, $this->dispatcher);
 		$this->account = new BotAccount($this->directory, $this->settings, $this->random);
 		$this->urls = new TestUrlGenerator();
@@ -182,7 +200,7 @@ final class Harness {
 	}
 
 	public function adminService(): AdminService {
-		return new AdminService($this->client, $this->apps);
+		return new AdminService($this->client, $this->apps, $this->jobs);
 	}
 
 	public function wsTokens(): WsTokenMinter {
@@ -203,7 +221,7 @@ final class Harness {
 
 	public function sidecarController(TestRequest $request, string $body = ''): SidecarController {
 		return new SidecarController($request, $this->session, $this->l10n, $this->logger,
-			new SidecarReady($this->settings, new RequestSigner(), $this->flusher, $this->clock, new BotMessages($this->db)),
+			new SidecarReady($this->settings, new RequestSigner(), $this->flusher, $this->clock, new BotMessages($this->db), $this->jobs),
 			new class($body) extends RawBody {
 				public function __construct(private readonly string $body) {
 				}
@@ -220,6 +238,10 @@ final class Harness {
 
 	public function setupService(): SetupService {
 		return new SetupService($this->settings, $this->registration, $this->account, $this->directory);
+	}
+
+	public function homeConversation(): HomeConversation {
+		return new HomeConversation($this->directory, $this->directory, $this->sessionService(), $this->client, $this->talk, $this->settings, $this->cache, $this->logger);
 	}
 
 	public function close(): void {

@@ -198,6 +198,14 @@ describe('admin store', () => {
 		expect(toPatch(form, form, { clearApiKey: true })).toEqual({ brain: { api_key: '' } })
 	})
 
+	it('treats the subscription token like the API key: write-only, sent when typed or cleared', () => {
+		const form = toForm({ ...settings, brain: { ...settings.brain, oauth_token_set: true, login: 'subscription_token' } })
+		expect(form['brain.oauth_token']).toBe('')
+		expect(toPatch(form, { ...form })).toEqual({})
+		expect(toPatch({ ...form, 'brain.oauth_token': 'sk-ant-oat01-x' }, form)).toEqual({ brain: { oauth_token: 'sk-ant-oat01-x' } })
+		expect(toPatch(form, form, { clearOauthToken: true })).toEqual({ brain: { oauth_token: '' } })
+	})
+
 	it('lists and numbers become JSON types; a non-number is sent as typed for the sidecar to name', () => {
 		const form = toForm(settings)
 		const patch = toPatch({ ...form, 'network.allowed_hosts': 'a.org:443\n\n b.org:443 ', 'workers.max': '2', 'limits.retention_days': 'ten' }, form)

@@ -184,7 +184,7 @@ func testInstall(t *testing.T, e *env) {
 	if err != nil {
 		t.Fatalf("istota doctor: %v\n%s", err, out)
 	}
-	for _, want := range []string{"✓ configuration", "✓ database", "✓ agent binary", "✓ sandbox", "✓ model API key", "✓ Nextcloud reachable", "✓ Talk bot secret", "✓ signed round trip"} {
+	for _, want := range []string{"✓ configuration", "✓ database", "✓ agent binary", "✓ sandbox", "✓ model login", "✓ Nextcloud reachable", "✓ Talk bot secret", "✓ signed round trip"} {
 		if !hasLine(out, want) {
 			t.Errorf("doctor lacks %q:\n%s", want, out)
 		}

@@ -175,7 +175,7 @@ func testInstaller(t *testing.T, e *env) {
 		"✓ configuration: write",
 		"✓ service: running in the foreground as " + account,
 		// The doctor, as the service account, against the service just started.
-		"✓ configuration: valid", "✓ database:", "✓ agent binary:", "✓ sandbox:", "✓ model API key: set",
+		"✓ configuration: valid", "✓ database:", "✓ agent binary:", "✓ sandbox:", "✓ model login: the model API key",
 		"✓ Nextcloud reachable:", "✓ Talk bot secret:", "✓ signed round trip",
 		"Ready: mention the bot in Talk.",
 	} {

@@ -75,6 +75,7 @@ func TestNextcloud(t *testing.T) {
 	}{
 		{"install", testInstall},
 		{"talk", testTalk},
+		{"conversation", testConversation},
 		{"installer", testInstaller},
 		{"pages", testPages},
 		{"files", testFiles},

@@ -79,14 +79,18 @@ func (c briefingConfig) ReadConfig(_ context.Context, uid, name string) ([]byte,
 	return b, nil
 }
 
-// briefingNotifier posts a notice about a user's BRIEFINGS.md to their most recent
-// private conversation with the bot, in the caller's transaction. A user who never
-// wrote to the bot in private sees the problems on the settings page only.
+// briefingNotifier posts a notice about a user's BRIEFINGS.md, in the caller's
+// transaction: in the conversation where the agent last changed the file, else in their
+// most recent private conversation with the bot. A user with neither sees the problems
+// on the settings page only.
 func briefingNotifier(db *store.DB, ob *outbox.Outbox) briefing.Notifier {
 	return func(ctx context.Context, tx *sql.Tx, uid, key, text string) error {
-		token, ok, err := convlog.PrivateConversation(ctx, db.Read, uid)
+		token, edited, ok, err := convlog.NoticeTarget(ctx, db.Read, tx, uid, briefing.FileName, time.Now())
 		if err != nil || !ok {
 			return err
+		}
+		if edited {
+			text = convlog.EditedPrefix(briefing.FileName) + text
 		}
 		return ob.EnqueueTx(ctx, tx, outbox.Message{Token: token, Kind: "notice", Text: text, Key: key})
 	}

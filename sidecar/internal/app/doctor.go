@@ -19,6 +19,7 @@ import (
 
 	"github.com/istota/istota/sidecar/internal/config"
 	"github.com/istota/istota/sidecar/internal/sandbox"
+	"github.com/istota/istota/sidecar/internal/settings"
 	"github.com/istota/istota/sidecar/internal/signing"
 	"github.com/istota/istota/sidecar/internal/store"
 )
@@ -97,11 +98,8 @@ func cmdDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 		return "bwrap works for uid " + strconv.Itoa(int(scfg.AgentUID)) + " (0 = the sidecar's own)", nil
 	})
-	check("model API key", func() (string, error) {
-		if cfg.Brain.APIKey == "" {
-			return "", errors.New("no model API key: paste it into Administration settings → Istota → Model (used at once), or set brain.api_key_file; until then every task fails with an authentication error")
-		}
-		return "set (never shown)", nil
+	check("model login", func() (string, error) {
+		return doctorLogin(ctx, cfg, db)
 	})
 	check("Nextcloud reachable", func() (string, error) {
 		client := &http.Client{Timeout: 10 * time.Second}
@@ -189,4 +187,32 @@ func agentVersion(ctx context.Context, path string) (string, error) {
 		return "", fmt.Errorf("%s --version: %w", filepath.Base(path), err)
 	}
 	return strings.TrimSpace(string(out)), nil
+}
+
+// doctorLogin says which credential the model requests use, and fails when there is none
+// or the model API refused the one in effect (recorded by `istota serve`).
+func doctorLogin(ctx context.Context, cfg config.Config, db *store.DB) (string, error) {
+	login := settings.LoginOf(cfg)
+	if login.Kind == settings.LoginNone {
+		return "", errors.New("no model API key or Claude subscription token: paste one into Administration settings → Istota → Model (used at once), or set brain.api_key_file / brain.oauth_token_file; until then every task fails with an authentication error")
+	}
+	detail := "the model API key (never shown)"
+	if login.Kind == settings.LoginSubscription {
+		detail = "the Claude subscription token from `claude setup-token` (never shown)"
+		if cfg.Brain.APIKey != "" {
+			detail += "; the API key that is also set is not used"
+		}
+	}
+	if db != nil {
+		st, err := settings.Open(ctx, db, cfg, settings.Options{DataDir: cfg.DataDir, Brains: brainKinds()})
+		if err != nil {
+			return "", err
+		}
+		if r, ok, err := st.LoginRefused(ctx); err != nil {
+			return "", err
+		} else if ok {
+			return "", errors.New(r.Advice())
+		}
+	}
+	return detail, nil
 }

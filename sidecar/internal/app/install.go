@@ -113,7 +113,7 @@ func serviceCommand(ctx context.Context, o install.Options, args ...string) (*ex
 }
 
 // runDoctor prints `istota doctor` as the service account sees it. A missing model API
-// key is the one expected gap (the admin pastes it into the admin section next); any
+// key (or subscription token) is the one expected gap (the admin pastes it into the admin section next); any
 // other failed check fails the installation.
 func runDoctor(ctx context.Context, o install.Options, stdout io.Writer) error {
 	cmd, err := serviceCommand(ctx, o, "doctor", "-c", o.ConfigPath())
@@ -125,7 +125,7 @@ func runDoctor(ctx context.Context, o install.Options, stdout io.Writer) error {
 	var failed, keyMissing bool
 	for _, line := range strings.Split(string(out), "\n") {
 		if strings.HasPrefix(line, "✗") {
-			if strings.HasPrefix(line, "✗ model API key") {
+			if strings.HasPrefix(line, "✗ model login: no model API key") {
 				keyMissing = true
 				continue
 			}
@@ -137,7 +137,7 @@ func runDoctor(ctx context.Context, o install.Options, stdout io.Writer) error {
 		fmt.Fprintln(stdout, "\nSome checks failed: fix what they name and run `istota install` again.")
 		return ExitCode(1)
 	case keyMissing:
-		fmt.Fprintln(stdout, "\nLast step: paste the model API key into Nextcloud's admin settings (Istota → Model); it is used at once. Then mention the bot in Talk.")
+		fmt.Fprintln(stdout, "\nLast step: paste the model API key (or a Claude subscription token from `claude setup-token`) into Nextcloud's admin settings (Istota → Model); it is used at once. Then mention the bot in Talk.")
 	default:
 		fmt.Fprintln(stdout, "\nReady: mention the bot in Talk.")
 	}

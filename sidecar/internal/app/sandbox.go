@@ -20,6 +20,7 @@ import (
 	"github.com/istota/istota/sidecar/internal/netproxy"
 	"github.com/istota/istota/sidecar/internal/queue"
 	"github.com/istota/istota/sidecar/internal/sandbox"
+	"github.com/istota/istota/sidecar/internal/settings"
 	"github.com/istota/istota/sidecar/internal/usage"
 )
 
@@ -34,7 +35,9 @@ type sandboxLaunchers struct {
 	network *netproxy.Proxy
 	skills  *credproxy.Server
 	usage   *usage.Store
-	apiKey  func() string // the model API key in effect now
+	login   func() settings.Login // the model credential in effect now
+	// onRefused is told when the model API refuses that credential (401/403).
+	onRefused func(status int)
 }
 
 // newSandboxLaunchers builds the launchers. willRun is false for commands that only
@@ -302,9 +305,13 @@ func (l *sandboxLaunchers) gateway() *sandbox.LLMUpstream {
 	if l.cfg.Brain.Kind != "claude" {
 		return nil
 	}
-	key := l.cfg.Brain.APIKey
-	if l.apiKey != nil {
-		key = l.apiKey() // live: a key the admin pasted in the panel applies to the next task
+	login := settings.LoginOf(l.cfg)
+	if l.login != nil {
+		login = l.login() // live: a key or token the admin pasted in the panel applies to the next task
 	}
-	return &sandbox.LLMUpstream{BaseURL: l.cfg.Brain.APIBaseURL, APIKey: key, Header: "x-api-key"}
+	up := &sandbox.LLMUpstream{BaseURL: l.cfg.Brain.APIBaseURL, APIKey: login.Secret, Header: "x-api-key", OnAuthFailure: l.onRefused}
+	if login.Kind == settings.LoginSubscription {
+		up.Header = sandbox.HeaderOAuth
+	}
+	return up
 }

@@ -229,7 +229,15 @@ func openSidecar(ctx context.Context, cfg config.Config, log *slog.Logger, why p
 	}
 	s.launcher.skills = credproxy.New(registry, creds, auditLog, log.With("component", "credproxy"), credproxy.Options{Gate: s.approvals})
 	s.launcher.usage = usage.New(s.db)
-	s.launcher.apiKey = s.pages.settings.APIKey
+	s.launcher.login = s.pages.settings.Login
+	s.launcher.onRefused = func(status int) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := s.pages.settings.RecordLoginRefused(ctx, status); err != nil {
+			log.Warn("could not record the model API's refusal", "err", err)
+		}
+		log.Error("the model API refused the credential", "status", status, "login", s.pages.settings.Login().Kind)
+	}
 	agent, err := s.newBrain(cfg, log)
 	if err != nil {
 		return nil, err
@@ -288,10 +296,22 @@ func openSidecar(ctx context.Context, cfg config.Config, log *slog.Logger, why p
 		Owner:               s.owner,
 		Logger:              log.With("component", "executor"),
 		OnReply:             func() { s.outbox.Wake(); s.mail.wake() },
-		Commands:            command.Shell{},
-		Budget:              s.budget(),
-		Approvals:           s.approvals,
-		Skills:              registry,
+		// The runners are made after the executor; by the time a task completes they exist.
+		OnConfigEdit: func() {
+			if s.jobs != nil {
+				s.jobs.Wake()
+			}
+			if s.checks != nil {
+				s.checks.Wake()
+			}
+			if s.brief != nil {
+				s.brief.Wake()
+			}
+		},
+		Commands:  command.Shell{},
+		Budget:    s.budget(),
+		Approvals: s.approvals,
+		Skills:    registry,
 		Deferred: deferred.New(kvs, s.queue, auditLog, log.With("component", "deferred"),
 			deferred.Options{SubtaskSource: queue.SourceSubtask}),
 	})

@@ -74,7 +74,7 @@ func (s *sidecar) openPages(heartbeats portal.HeartbeatStatus, briefings portal.
 		DB: s.db, Queue: s.queue, Access: s.pages.settings, Canceller: s.pool, Pool: s.pool,
 		Usage: s.launcher.usage, Graph: s.graph, Memory: s.mem, Scheduler: s.sched,
 		Heartbeats: heartbeats, Briefings: briefings, Files: files, Calendars: cals, Settings: s.pages.settings,
-		UserRoot: userRoot, ChannelRoot: channelRoot, BotName: cfg.Talk.BotName, BotDir: botDir,
+		Poster: s.outbox, UserRoot: userRoot, ChannelRoot: channelRoot, BotName: cfg.Talk.BotName, BotDir: botDir,
 		Version: Version, Schema: store.SchemaVersion(), StartedAt: time.Now(), Sandbox: sb,
 		BotAccount: cfg.Nextcloud.BotUser != "" && cfg.Nextcloud.BotPassword != "", TalkSecret: cfg.Talk.BotSecret != "",
 		ReservedInteractive: cfg.Workers.ReservedInteractive, OnJobRun: onJobRun, Approvals: s.approvals,

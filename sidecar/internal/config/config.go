@@ -131,14 +131,18 @@ type Talk struct {
 
 // Brain selects and configures the agent.
 type Brain struct {
-	Kind        string   `toml:"kind" env:"ISTOTA_BRAIN"`
-	ClaudePath  string   `toml:"claude_path" env:"ISTOTA_CLAUDE_PATH"`
-	Model       string   `toml:"model" env:"ISTOTA_MODEL"`
-	APIBaseURL  string   `toml:"api_base_url" env:"ISTOTA_API_BASE_URL"`
-	APIKey      string   `toml:"api_key" env:"ISTOTA_API_KEY" secret:"true"`
-	APIKeyFile  string   `toml:"api_key_file" env:"ISTOTA_API_KEY_FILE"`
-	MaxTurns    int      `toml:"max_turns" env:"ISTOTA_MAX_TURNS"`
-	TaskTimeout Duration `toml:"task_timeout" env:"ISTOTA_TASK_TIMEOUT"`
+	Kind       string `toml:"kind" env:"ISTOTA_BRAIN"`
+	ClaudePath string `toml:"claude_path" env:"ISTOTA_CLAUDE_PATH"`
+	Model      string `toml:"model" env:"ISTOTA_MODEL"`
+	APIBaseURL string `toml:"api_base_url" env:"ISTOTA_API_BASE_URL"`
+	APIKey     string `toml:"api_key" env:"ISTOTA_API_KEY" secret:"true"`
+	APIKeyFile string `toml:"api_key_file" env:"ISTOTA_API_KEY_FILE"`
+	// OAuthToken is a Claude subscription token (`claude setup-token`), used instead of
+	// APIKey by the claude brain when set. Like the key it stays outside the sandbox.
+	OAuthToken     string   `toml:"oauth_token" env:"ISTOTA_OAUTH_TOKEN" secret:"true"`
+	OAuthTokenFile string   `toml:"oauth_token_file" env:"ISTOTA_OAUTH_TOKEN_FILE"`
+	MaxTurns       int      `toml:"max_turns" env:"ISTOTA_MAX_TURNS"`
+	TaskTimeout    Duration `toml:"task_timeout" env:"ISTOTA_TASK_TIMEOUT"`
 	// DailyTokenBudget caps each user's model tokens per day (their midnight); 0 is none.
 	DailyTokenBudget int64 `toml:"daily_token_budget" env:"ISTOTA_DAILY_TOKEN_BUDGET"`
 }
@@ -628,6 +632,7 @@ func (c *Config) resolveSecretFiles() error {
 		{"nextcloud.shared_secret", &c.Nextcloud.SharedSecret, c.Nextcloud.SharedSecretFile},
 		{"talk.bot_secret", &c.Talk.BotSecret, c.Talk.BotSecretFile},
 		{"brain.api_key", &c.Brain.APIKey, c.Brain.APIKeyFile},
+		{"brain.oauth_token", &c.Brain.OAuthToken, c.Brain.OAuthTokenFile},
 		{"nextcloud.bot_password", &c.Nextcloud.BotPassword, c.Nextcloud.BotPasswordFile},
 		{"memory.embeddings_key", &c.Memory.EmbeddingsKey, c.Memory.EmbeddingsKeyFile},
 		{"mail.imap_password", &c.Mail.IMAPPassword, c.Mail.IMAPPasswordFile},

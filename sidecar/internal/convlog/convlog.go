@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/istota/istota/sidecar/internal/store"
+	"github.com/istota/istota/sidecar/internal/users"
 )
 
 // Message is one logged chat message. Bot replies have negative ids because Talk does
@@ -119,9 +120,22 @@ func scanAll(rows *sql.Rows) ([]Message, error) {
 
 // PrivateConversation returns the token of the user's most recently used private
 // conversation with the bot (one-to-one or alone with it), where notices that belong to
-// nobody else go: scheduled results, alerts, warnings about their files. ok is false when
-// the user never wrote to the bot in private.
+// nobody else go: scheduled results, alerts, warnings about their files. Until the user
+// writes in one, it is the conversation the app made for them (users.SettingHomeConversation).
+// ok is false when there is neither.
 func PrivateConversation(ctx context.Context, db *sql.DB, uid string) (token string, ok bool, err error) {
+	token, ok, err = privateWritten(ctx, db, uid)
+	if err != nil || ok {
+		return token, ok, err
+	}
+	ok, err = users.Setting(ctx, db, uid, users.SettingHomeConversation, &token)
+	if err != nil {
+		return "", false, fmt.Errorf("convlog: private conversation of %s: %w", uid, err)
+	}
+	return token, ok && token != "", nil
+}
+
+func privateWritten(ctx context.Context, db *sql.DB, uid string) (token string, ok bool, err error) {
 	err = db.QueryRowContext(ctx, `
 		SELECT m.token FROM conversation_messages m JOIN conversations c ON c.token = m.token
 		WHERE c.private = 1 AND m.actor_type = 'users' AND m.actor_id = ?

@@ -5,7 +5,9 @@ package executor
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -88,6 +90,9 @@ type Options struct {
 	Logger         *slog.Logger
 	// OnReply is a wake-up hint for the outbox.
 	OnReply func()
+	// OnConfigEdit is called after a completed task changed one of the user's checked
+	// configuration files (ValidatedFiles), so their runners look at it now; nil for none.
+	OnConfigEdit func()
 	// Deferred applies the operations a successful run left in its temp dir; nil
 	// ignores them.
 	Deferred Deferred
@@ -252,7 +257,7 @@ func (e *Executor) Handle(ctx context.Context, t queue.Task) {
 		log.Info("task run interrupted", "err", runErr)
 		return
 	case runErr == nil && res.OK:
-		e.complete(t, res, log)
+		e.complete(t, res, ph.edited, log)
 	default:
 		e.fail(t, res, runErr, log)
 	}
@@ -322,6 +327,28 @@ func (e *Executor) Prompt(ctx context.Context, t queue.Task) (string, error) {
 // an admin (and `make bench`) can see what the answer waited for besides the agent.
 type phases struct {
 	pull, agent time.Duration
+	// edited are the ValidatedFiles the run changed.
+	edited []string
+}
+
+// ValidatedFiles are the user's configuration files whose content the sidecar checks
+// after a change (CRON.md, HEARTBEAT.md, BRIEFINGS.md). When the agent changed one, the
+// checker's verdict goes to the conversation of the task (convlog.RecordEdit).
+var ValidatedFiles = [...]string{"CRON.md", "HEARTBEAT.md", "BRIEFINGS.md"}
+
+// configHashes fingerprints the user's ValidatedFiles ("" for a missing one).
+func (e *Executor) configHashes(uid string) map[string]string {
+	out := make(map[string]string, len(ValidatedFiles))
+	for _, name := range ValidatedFiles {
+		b, err := os.ReadFile(filepath.Join(e.userDir(uid), "workspace", strings.ToLower(e.opts.BotName), "config", name))
+		if err != nil {
+			out[name] = ""
+			continue
+		}
+		sum := sha256.Sum256(b)
+		out[name] = hex.EncodeToString(sum[:])
+	}
+	return out
 }
 
 func (e *Executor) run(ctx context.Context, t queue.Task, log *slog.Logger, ph *phases) (res brain.Result, err error) {
@@ -380,6 +407,15 @@ func (e *Executor) run(ctx context.Context, t queue.Task, log *slog.Logger, ph *
 	}
 	progress := newProgress(e, t, log)
 	defer func() { e.recordCost(t, res, log) }()
+	before := e.configHashes(t.UserID)
+	defer func() {
+		after := e.configHashes(t.UserID)
+		for _, name := range ValidatedFiles {
+			if before[name] != after[name] {
+				ph.edited = append(ph.edited, name)
+			}
+		}
+	}()
 	agentStart := time.Now()
 	res, err = run.Run(runCtx, brain.Request{
 		TaskID:   t.ID,
@@ -498,7 +534,7 @@ func logConflicts(log *slog.Logger, rep workspace.Report) {
 	}
 }
 
-func (e *Executor) complete(t queue.Task, res brain.Result, log *slog.Logger) {
+func (e *Executor) complete(t queue.Task, res brain.Result, edited []string, log *slog.Logger) {
 	// A fresh context: the reply must be recorded even if shutdown began meanwhile.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -509,6 +545,15 @@ func (e *Executor) complete(t queue.Task, res brain.Result, log *slog.Logger) {
 	err := e.queue.Complete(ctx, t.ID, e.opts.Owner, queue.Outcome{
 		Result: answer, InputTokens: res.InputTokens, OutputTokens: res.OutputTokens, CostUSD: res.CostUSD,
 	}, func(tx *sql.Tx) error {
+		// What the checker says about a file the agent changed is told where the
+		// change was asked for.
+		if t.ConversationToken != "" {
+			for _, name := range edited {
+				if err := convlog.RecordEdit(ctx, tx, t.UserID, name, t.ConversationToken, t.ID, e.opts.Clock()); err != nil {
+					return err
+				}
+			}
+		}
 		if silent(t, answer) {
 			return nil
 		}
@@ -539,8 +584,11 @@ func (e *Executor) complete(t queue.Task, res brain.Result, log *slog.Logger) {
 	if t.Email != nil && e.opts.Mailer == nil {
 		log.Warn("the answer was meant for e-mail, but mail is not configured; it is kept in the task's result only")
 	}
-	log.Info("task completed", "input_tokens", res.InputTokens, "output_tokens", res.OutputTokens, "turns", res.NumTurns, "silent", silent(t, answer))
+	log.Info("task completed", "input_tokens", res.InputTokens, "output_tokens", res.OutputTokens, "turns", res.NumTurns, "silent", silent(t, answer), "edited", strings.Join(edited, ","))
 	e.opts.OnReply()
+	if len(edited) > 0 && e.opts.OnConfigEdit != nil {
+		e.opts.OnConfigEdit()
+	}
 	e.indexConversation(ctx, t, answer, log)
 }
 
@@ -873,6 +921,9 @@ func (e *Executor) buildPrompt(ctx context.Context, t queue.Task, u prompt.User)
 	in.MaxMemoryChars = e.opts.MaxMemoryChars
 	if e.opts.Skills != nil {
 		in.Skills, in.OtherSkills = skillDocs(e.opts.Skills, t, u.IsAdmin)
+	}
+	if t.Source != queue.SourceCron && t.Source != queue.SourceBriefing {
+		in.Guides = prompt.GuidesFor(t.Prompt, in.Workspace+"/"+strings.ToLower(e.opts.BotName)+"/config")
 	}
 	if t.ConversationToken != "" {
 		in.Resources = append(in.Resources, "The conversation's shared folder is "+ChannelDir+" (CHANNEL.md, memories/); everyone in the conversation can see what you put there.")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -27,6 +28,7 @@ type scriptedBrain struct {
 	err    error
 	block  bool // wait for ctx to end, like a hung agent
 	got    brain.Request
+	act    func() // what the agent does to the files, before its result
 }
 
 func (b *scriptedBrain) Run(ctx context.Context, req brain.Request, l brain.Launcher, on func(brain.Event)) (brain.Result, error) {
@@ -36,6 +38,9 @@ func (b *scriptedBrain) Run(ctx context.Context, req brain.Request, l brain.Laun
 	}
 	for _, e := range b.events {
 		on(e)
+	}
+	if b.act != nil {
+		b.act()
 	}
 	if b.block {
 		<-ctx.Done()
@@ -401,4 +406,57 @@ func TestSafeName(t *testing.T) {
 			t.Errorf("unsafe name %q", got)
 		}
 	}
+}
+
+// A request about a schedule gets the CRON.md guide; when the agent changes CRON.md, the
+// conversation is recorded as where the checker's verdict goes and the runners are woken.
+func TestConfigEditsAreRecordedForTheVerdict(t *testing.T) {
+	b := &scriptedBrain{result: brain.Result{OK: true, Text: "Added the job."}}
+	woken := 0
+	e := newEnv(t, b, func(o *Options) { o.OnConfigEdit = func() { woken++ } })
+	cron := filepath.Join(e.ex.userDir("alice"), "workspace", "istota", "config", "CRON.md")
+	if err := os.MkdirAll(filepath.Dir(cron), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(cron, []byte("<!-- seed -->\n"), 0o600)
+	b.act = func() { os.WriteFile(cron, []byte("```toml\n[[jobs]]\nname = \"bins\"\n```\n"), 0o600) }
+	tk := e.talkTask(t, "Remind me every Monday at 8 to take out the bins")
+	e.ex.Handle(context.Background(), tk)
+
+	if !strings.Contains(b.got.Prompt, "### CRON.md (guide v") || !strings.Contains(b.got.Prompt, "/workspace/istota/config/CRON.md") {
+		t.Fatalf("no CRON.md guide in the prompt:\n%s", b.got.Prompt)
+	}
+	if strings.Contains(b.got.Prompt, "### BRIEFINGS.md") {
+		t.Errorf("an unrelated guide is in the prompt")
+	}
+	var raw string
+	if err := e.db.Read.QueryRow(`SELECT value FROM user_settings WHERE user_id = 'alice' AND key = 'config_edit:CRON.md'`).Scan(&raw); err != nil || !strings.Contains(raw, `"token":"room0001"`) {
+		t.Fatalf("edit record = %q %v", raw, err)
+	}
+	if woken != 1 {
+		t.Fatalf("runners woken %d times", woken)
+	}
+	// A task that changes nothing records nothing.
+	e.db.Write.Exec(`DELETE FROM user_settings`)
+	b.act = nil
+	e.ex.Handle(context.Background(), e.talkTask2(t, "What is on today?"))
+	var n int
+	e.db.Read.QueryRow(`SELECT count(*) FROM user_settings`).Scan(&n)
+	if n != 0 || woken != 1 {
+		t.Fatalf("a task without edits: %d records, woken %d", n, woken)
+	}
+}
+
+func (e *env) talkTask2(t *testing.T, text string) queue.Task {
+	t.Helper()
+	ctx := context.Background()
+	tk, _, err := e.q.Enqueue(ctx, queue.NewTask{UserID: "alice", Source: "talk", Interactive: true, Prompt: text, ConversationToken: "room0001", ReplyToMessageID: 6, DedupeKey: "talk:room0001:6"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	claimed, err := e.q.Claim(ctx, "w1", false)
+	if err != nil || claimed.ID != tk.ID {
+		t.Fatalf("claim: %+v %v", claimed, err)
+	}
+	return claimed
 }

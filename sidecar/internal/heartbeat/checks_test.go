@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/istota/istota/sidecar/internal/convlog"
 	"github.com/istota/istota/sidecar/internal/store"
 )
 
@@ -563,5 +564,22 @@ func TestStatus(t *testing.T) {
 	}
 	if states, problems, err := h.r.Status(context.Background(), "nobody"); err != nil || len(states) != 0 || len(problems) != 0 {
 		t.Fatalf("unknown user: %v %v %v", states, problems, err)
+	}
+}
+
+// A HEARTBEAT.md the agent changed in a conversation is judged there.
+func TestRefusedAgentEditIsToldWhereItWasAsked(t *testing.T) {
+	start := time.Date(2026, 6, 1, 9, 0, 0, 0, time.UTC)
+	h := newHarness(t, start, Options{})
+	h.src.setUsers(User{ID: "alice"})
+	h.privateConversation("alice", "privdm1")
+	if err := convlog.RecordEdit(context.Background(), h.db.Write, "alice", ConfigFile, "family42", 9, start); err != nil {
+		t.Fatal(err)
+	}
+	h.src.write(t, "alice", ConfigFile, heartbeatFile(check("name", `"Site"`, "kind", `"url-health"`, "interval", `"10s"`)))
+	h.runOnce()
+	ms := h.messages()
+	if len(ms) != 1 || ms[0].Token != "family42" || !strings.Contains(ms[0].Text, "HEARTBEAT.md made here") {
+		t.Fatalf("told %+v, want one notice in family42", ms)
 	}
 }

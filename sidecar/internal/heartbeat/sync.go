@@ -255,10 +255,15 @@ func (r *Runner) tellProblems(ctx context.Context, u User) error {
 	if h == told {
 		return nil
 	}
-	token := ""
+	tx, err := r.db.Write.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("heartbeat: problems of %s: begin: %w", u.ID, err)
+	}
+	defer tx.Rollback()
+	token, edited := "", false
 	if h != "" {
 		var ok bool
-		token, ok, err = convlog.PrivateConversation(ctx, r.db.Read, u.ID)
+		token, edited, ok, err = convlog.NoticeTarget(ctx, r.db.Read, tx, u.ID, ConfigFile, r.opts.Clock())
 		if err != nil {
 			return fmt.Errorf("heartbeat: problems of %s: %w", u.ID, err)
 		}
@@ -266,11 +271,6 @@ func (r *Runner) tellProblems(ctx context.Context, u User) error {
 			return nil
 		}
 	}
-	tx, err := r.db.Write.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("heartbeat: problems of %s: begin: %w", u.ID, err)
-	}
-	defer tx.Rollback()
 	res, err := tx.ExecContext(ctx, `UPDATE heartbeat_files SET told_hash = ? WHERE user_id = ? AND problems = ?`, h, u.ID, pj)
 	if err != nil {
 		return fmt.Errorf("heartbeat: problems of %s: %w", u.ID, err)
@@ -281,7 +281,7 @@ func (r *Runner) tellProblems(ctx context.Context, u User) error {
 	if h != "" {
 		if err := r.ob.EnqueueTx(ctx, tx, outbox.Message{
 			Token: token, Kind: outbox.KindNotice, Key: "heartbeat-file:" + u.ID + ":" + h,
-			Text: problemsText(problems, kept),
+			Text: noticeText(edited, problemsText(problems, kept)),
 		}); err != nil {
 			return fmt.Errorf("heartbeat: problems of %s: %w", u.ID, err)
 		}
@@ -307,4 +307,11 @@ func problemsText(ps []userconfig.Problem, kept bool) string {
 		b.WriteString("\nThe checks with problems do not run; the others do.")
 	}
 	return strings.TrimSpace(b.String())
+}
+
+func noticeText(edited bool, text string) string {
+	if edited {
+		return convlog.EditedPrefix(ConfigFile) + text
+	}
+	return text
 }

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/istota/istota/sidecar/internal/config"
+	"github.com/istota/istota/sidecar/internal/convlog"
 	"github.com/istota/istota/sidecar/internal/intake"
 	"github.com/istota/istota/sidecar/internal/knowledge"
 	"github.com/istota/istota/sidecar/internal/memory"
@@ -97,15 +98,16 @@ func newPagesEnv(t *testing.T, base func(*config.Config)) *pagesEnv {
 	e.mem = memory.New(e.db, memory.Options{})
 	e.sched = schedule.New(e.db, schedule.Options{})
 	e.usage = usage.New(e.db)
+	ob := outbox.New(e.db, nopSender{}, outbox.Options{})
 	p, err := portal.New(portal.Options{
 		DB: e.db, Queue: e.q, Access: e.st, Canceller: recordingCanceller{e}, Usage: e.usage, Graph: e.graph,
-		Memory: e.mem, Scheduler: e.sched, Files: e.ws, Settings: e.st,
+		Memory: e.mem, Scheduler: e.sched, Files: e.ws, Settings: e.st, Poster: ob,
 		UserRoot: e.ws.UserRoot, ChannelRoot: e.ws.ChannelRoot, BotName: "Istota", BotDir: "istota", Version: "test",
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	in := intake.New(e.db, e.q, outbox.New(e.db, nopSender{}, outbox.Options{}), intake.Options{
+	in := intake.New(e.db, e.q, ob, intake.Options{
 		BotName: "Istota", Access: e.st, Budget: settings.NewBudget(e.st, e.usage, nil)})
 	api := New(in, signing.NewNonces(e.db), Options{Secret: secret, MaxBodyBytes: 1 << 20, Version: "test", Schema: 1, Portal: p})
 	e.srv = httptest.NewServer(api)
@@ -225,6 +227,7 @@ func userRoutes(uid string, task, fact int64, job string) []struct {
 		{"POST", u + "/schedule/jobs/" + url.PathEscape(job) + "/run", nil},
 		{"GET", u + "/settings", nil},
 		{"PUT", u + "/settings", map[string]any{"timezone": "Europe/Paris"}},
+		{"POST", u + "/conversation", map[string]any{"token": "home" + uid}},
 	}
 }
 
@@ -623,5 +626,69 @@ func TestTalkAccessAndTokenBudget(t *testing.T) {
 	}
 	if out := event(4, "amy", []string{"staff"}, true); out["task_id"] == nil {
 		t.Fatalf("after lifting the budget: %v", out)
+	}
+}
+
+// The conversation the app makes for a user: recorded as where their notices go, welcomed
+// once, and refused for anyone the access settings keep out.
+func TestHomeConversation(t *testing.T) {
+	e := newPagesEnv(t, func(c *config.Config) { c.Access = config.Access{Users: []string{"alice"}} })
+	e.session(t, "alice", nil, false)
+	e.session(t, "carol", nil, false)
+	welcomes := func(token string) []string {
+		rows, err := e.db.Read.Query(`SELECT message FROM talk_outbox WHERE token = ? ORDER BY id`, token)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		var out []string
+		for rows.Next() {
+			var m string
+			rows.Scan(&m)
+			out = append(out, m)
+		}
+		return out
+	}
+	if _, ok, _ := convlog.PrivateConversation(context.Background(), e.db.Read, "alice"); ok {
+		t.Fatal("alice has a private conversation before any was made")
+	}
+	st, out := e.call(t, "POST", "/v1/users/alice/conversation", map[string]any{"token": "abcd1234"})
+	if st != 200 || out["welcomed"] != true || out["token"] != "abcd1234" {
+		t.Fatalf("first call: %d %v", st, out)
+	}
+	got := welcomes("abcd1234")
+	if len(got) != 1 || !strings.Contains(got[0], "Hello alice!") || !strings.Contains(got[0], "!help") {
+		t.Fatalf("welcome: %q", got)
+	}
+	// Again, and after the app made a new one: recorded, never welcomed twice.
+	for _, token := range []string{"abcd1234", "efgh5678"} {
+		if st, out := e.call(t, "POST", "/v1/users/alice/conversation", map[string]any{"token": token}); st != 200 || out["welcomed"] != false {
+			t.Fatalf("call with %s: %d %v", token, st, out)
+		}
+	}
+	if n := len(welcomes("abcd1234")) + len(welcomes("efgh5678")); n != 1 {
+		t.Fatalf("%d welcome(s), want 1", n)
+	}
+	if token, ok, err := convlog.PrivateConversation(context.Background(), e.db.Read, "alice"); err != nil || !ok || token != "efgh5678" {
+		t.Fatalf("alice's private conversation = %q %t %v", token, ok, err)
+	}
+	for _, c := range []struct {
+		uid, token string
+		status     int
+		code       string
+	}{
+		{"carol", "ijkl9012", 403, "not_allowed"},
+		{"nobody", "ijkl9012", 404, "not_found"},
+		{"alice", "not a token!", 400, "invalid_request"},
+	} {
+		if st, out := e.call(t, "POST", "/v1/users/"+url.PathEscape(c.uid)+"/conversation", map[string]any{"token": c.token}); st != c.status || errCode(out) != c.code {
+			t.Errorf("%s with %q: %d %v, want %d %s", c.uid, c.token, st, out, c.status, c.code)
+		}
+	}
+	if got := welcomes("ijkl9012"); len(got) != 0 {
+		t.Fatalf("a refused user was welcomed: %q", got)
+	}
+	if _, ok, _ := convlog.PrivateConversation(context.Background(), e.db.Read, "carol"); ok {
+		t.Fatal("a refused user got a private conversation recorded")
 	}
 }

@@ -42,6 +42,14 @@ func (a *API) routePortal() {
 		ans, err := p.StartSession(r.Context(), uid, in)
 		return ok(w, ans, err)
 	})
+	user("POST /v1/users/{uid}/conversation", func(w http.ResponseWriter, r *http.Request, uid string, body []byte) error {
+		var in portal.HomeConversation
+		if err := decodeRequest(body, &in); err != nil {
+			return err
+		}
+		ans, err := p.SetHomeConversation(r.Context(), uid, in)
+		return ok(w, ans, err)
+	})
 	user("GET /v1/users/{uid}/status", func(w http.ResponseWriter, r *http.Request, uid string, _ []byte) error {
 		st, err := p.Status(r.Context(), uid)
 		return ok(w, st, err)

@@ -49,7 +49,7 @@ func (r *Runner) syncCron(ctx context.Context, u User, now time.Time) error {
 		return nil
 	}
 	_, err = r.sched.NotifyOnce(ctx, u.ID, res.Hash, func(tx *sql.Tx) error {
-		_, err := r.notice(ctx, tx, u.ID, "cron-problems:"+u.ID+":"+res.Hash, problemText(res))
+		_, err := r.noticeAbout(ctx, tx, u.ID, CronFile, "cron-problems:"+u.ID+":"+res.Hash, problemText(res))
 		return err
 	})
 	if err == nil {

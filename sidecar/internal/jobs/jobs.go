@@ -177,6 +177,23 @@ func (r *Runner) notice(ctx context.Context, tx *sql.Tx, uid, key, text string) 
 	return true, nil
 }
 
+// noticeAbout queues a notice about one of the user's files, in tx: in the conversation
+// where the agent last changed the file (the user asked for the change there), else in
+// their private conversation.
+func (r *Runner) noticeAbout(ctx context.Context, tx *sql.Tx, uid, file, key, text string) (bool, error) {
+	token, edited, ok, err := convlog.NoticeTarget(ctx, r.db.Read, tx, uid, file, r.opts.Clock())
+	if err != nil || !ok {
+		return false, err
+	}
+	if edited {
+		text = convlog.EditedPrefix(file) + text
+	}
+	if err := r.ob.EnqueueTx(ctx, tx, outbox.Message{Token: token, Kind: "notice", Text: text, Key: key}); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
 func excerpt(s string, n int) string {
 	r := []rune(strings.TrimSpace(s))
 	if len(r) <= n {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/istota/istota/sidecar/internal/convlog"
 	"github.com/istota/istota/sidecar/internal/outbox"
 	"github.com/istota/istota/sidecar/internal/queue"
 	"github.com/istota/istota/sidecar/internal/schedule"
@@ -412,5 +413,37 @@ func TestTasksFileLifecycle(t *testing.T) {
 	e.tick(t)
 	if n := len(e.tasks(t)); n != 3 {
 		t.Fatalf("%d tasks after reopening, want 3", n)
+	}
+}
+
+// A CRON.md the agent changed in a conversation is judged there: the refusal goes to the
+// conversation of the edit (once, with the reason), not to the private one; a later
+// broken edit the user made in Files goes to the private conversation again.
+func TestRefusedAgentEditIsToldWhereItWasAsked(t *testing.T) {
+	alice := User{ID: "alice", Timezone: "UTC"}
+	e := newEnv(t, mustTime("2026-11-22T00:00:30Z"), alice)
+	e.talkedInPrivate(t, "alice", "dmalice1")
+	e.files.write(t, "alice", CronFile, cronFile)
+	e.tick(t)
+	if err := convlog.RecordEdit(context.Background(), e.db.Write, "alice", CronFile, "family42", 7, e.clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	e.files.write(t, "alice", CronFile, "```toml\n[[jobs]]\nname = \"bins\"\nschedule = \"every monday\"\nprompt = \"x\"\n```\n")
+	e.tick(t)
+	e.tick(t)
+	got := e.notices(t, "family42")
+	if len(got) != 1 || !strings.Contains(got[0], "CRON.md made here") || !strings.Contains(got[0], "line 4") || !strings.Contains(got[0], "schedule") {
+		t.Fatalf("notices in the conversation of the edit: %q", got)
+	}
+	if n := e.notices(t, "dmalice1"); len(n) != 0 {
+		t.Fatalf("the refusal was also told in private: %q", n)
+	}
+	e.files.write(t, "alice", CronFile, "```toml\n[[jobs]]\nname = \"bins\"\nschedule = \"0 25 * * 1\"\nprompt = \"x\"\n```\n")
+	e.tick(t)
+	if n := e.notices(t, "dmalice1"); len(n) != 1 || strings.Contains(n[0], "made here") {
+		t.Fatalf("the user's own broken edit: %q", n)
+	}
+	if n := e.notices(t, "family42"); len(n) != 1 {
+		t.Fatalf("the conversation of an old edit got %d notices", len(n))
 	}
 }

@@ -20,7 +20,16 @@ type Health struct {
 	Workers       WorkerHealth `json:"workers"`
 	Sandbox       SandboxState `json:"sandbox"`
 	Nextcloud     NCHealth     `json:"nextcloud"`
+	Model         ModelHealth  `json:"model"`
 	LastErrors    []TaskError  `json:"last_errors"`
+}
+
+// ModelHealth says which credential the model requests use and whether the model API
+// refused it.
+type ModelHealth struct {
+	Login string `json:"login"` // subscription_token | api_key | none
+	// Refused is "" or what to do about the model API refusing the credential in effect.
+	Refused string `json:"refused"`
 }
 
 // QueueHealth counts tasks.
@@ -70,6 +79,17 @@ func (s *Service) Health(ctx context.Context) (Health, error) {
 		h.Workers.Busy, h.Workers.Max = s.o.Pool.Stats()
 	}
 	h.Workers.ReservedInteractive = s.o.ReservedInteractive
+	h.Model.Login = settings.LoginNone
+	if s.o.Settings != nil {
+		h.Model.Login = s.o.Settings.Login().Kind
+		r, ok, err := s.o.Settings.LoginRefused(ctx)
+		if err != nil {
+			return Health{}, err
+		}
+		if ok {
+			h.Model.Refused = r.Advice()
+		}
+	}
 	rows, err := s.o.DB.Read.QueryContext(ctx, `SELECT id, user_id, error, finished_at FROM tasks
 		WHERE status = 'failed' ORDER BY finished_at DESC, id DESC LIMIT 10`)
 	if err != nil {

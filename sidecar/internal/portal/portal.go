@@ -125,6 +125,8 @@ type Options struct {
 	Settings   *settings.Store
 	// Approvals lists and answers the questions the agent asks; nil has none.
 	Approvals *approval.Service
+	// Poster queues the welcome in a user's new conversation; nil refuses it (503).
+	Poster Poster
 	// UserRoot and ChannelRoot are the local mirrors of /Users/{uid} and
 	// /Channels/{token} (the workspace's, or the executor's when files are not synced).
 	UserRoot    func(uid string) (string, error)

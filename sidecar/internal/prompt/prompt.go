@@ -59,6 +59,8 @@ type Input struct {
 	// knows they exist and can ask for their usage.
 	Skills      []SkillDoc
 	OtherSkills []string
+	// Guides explain the user's configuration files the request is about (GuidesFor).
+	Guides []string
 }
 
 // SkillDoc is one skill as the prompt describes it.
@@ -161,6 +163,9 @@ func Build(in Input) string {
 
 	if g := guidelines(in.Source); g != "" {
 		section(&b, "How to answer", g)
+	}
+	if len(in.Guides) > 0 {
+		section(&b, "The user's files you may edit for this", strings.Join(in.Guides, "\n\n"))
 	}
 	if s := renderSkills(in.Skills, in.OtherSkills); s != "" {
 		section(&b, "Skills", s)

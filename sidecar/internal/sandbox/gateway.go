@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -26,8 +27,9 @@ import (
 type gateway struct {
 	token   []byte
 	key     string
-	header  string // "x-api-key" or "authorization"
+	header  string // "x-api-key", "authorization" or HeaderOAuth
 	onUsage func(Usage)
+	onAuth  func(status int)
 	logger  *slog.Logger
 	proxy   *httputil.ReverseProxy
 
@@ -57,6 +59,7 @@ func newGateway(token string, up *LLMUpstream, onUsage func(Usage), transport ht
 		key:     up.APIKey,
 		header:  strings.ToLower(up.Header),
 		onUsage: onUsage,
+		onAuth:  up.OnAuthFailure,
 		logger:  logger,
 	}
 	if g.header == "" {
@@ -70,9 +73,13 @@ func newGateway(token string, up *LLMUpstream, onUsage func(Usage), transport ht
 			// Without the client's Accept-Encoding the transport asks for gzip itself
 			// and decompresses, so the usage parser always sees plain text.
 			pr.Out.Header.Del("Accept-Encoding")
-			if g.header == "authorization" {
+			switch g.header {
+			case "authorization":
 				pr.Out.Header.Set("Authorization", "Bearer "+g.key)
-			} else {
+			case HeaderOAuth:
+				pr.Out.Header.Set("Authorization", "Bearer "+g.key)
+				pr.Out.Header.Set("Anthropic-Beta", withBeta(pr.Out.Header.Values("Anthropic-Beta"), OAuthBeta))
+			default:
 				pr.Out.Header.Set("X-Api-Key", g.key)
 			}
 		},
@@ -80,6 +87,9 @@ func newGateway(token string, up *LLMUpstream, onUsage func(Usage), transport ht
 		// Stream server-sent events as they arrive.
 		FlushInterval: -1,
 		ModifyResponse: func(resp *http.Response) error {
+			if (resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden) && g.onAuth != nil {
+				g.onAuth(resp.StatusCode)
+			}
 			resp.Body = newUsageBody(resp.Body, resp.Header.Get("Content-Type"), g.report)
 			return nil
 		},
@@ -130,6 +140,22 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 	}
 	g.proxy.ServeHTTP(w, req)
+}
+
+// withBeta joins the anthropic-beta values the client sent with flag, once.
+func withBeta(values []string, flag string) string {
+	var flags []string
+	for _, v := range values {
+		for _, f := range strings.Split(v, ",") {
+			if f = strings.TrimSpace(f); f != "" && !slices.Contains(flags, f) {
+				flags = append(flags, f)
+			}
+		}
+	}
+	if !slices.Contains(flags, flag) {
+		flags = append(flags, flag)
+	}
+	return strings.Join(flags, ",")
 }
 
 // authorize returns why req is refused, or "" when every credential it carries is the

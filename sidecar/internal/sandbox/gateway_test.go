@@ -315,6 +315,50 @@ func TestGateway(t *testing.T) {
 		})
 	}
 
+	t.Run("subscription token: bearer, oauth beta once, refusals reported", func(t *testing.T) {
+		var betas []string
+		status := http.StatusOK
+		api := newFakeAPI(t, func(w http.ResponseWriter, r *http.Request) {
+			betas = append(betas, strings.Join(r.Header.Values("Anthropic-Beta"), "|"))
+			if status != http.StatusOK {
+				w.WriteHeader(status)
+				io.WriteString(w, `{"type":"error","error":{"type":"authentication_error","message":"OAuth token has expired"}}`)
+				return
+			}
+			jsonMessage(w, r)
+		})
+		var refused []int
+		g, err := newGateway(token, &LLMUpstream{BaseURL: api.srv.URL, APIKey: key, Header: HeaderOAuth,
+			OnAuthFailure: func(st int) { refused = append(refused, st) }}, nil, http.DefaultTransport, testLogger(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := gatewayClient(t, g)
+		for _, h := range []map[string]string{
+			{"Authorization": "Bearer " + token, "Anthropic-Beta": "claude-code-20250219,oauth-2025-04-20"},
+			{"Authorization": "Bearer " + token, "Anthropic-Beta": "claude-code-20250219"},
+			{"X-Api-Key": token},
+		} {
+			if got := do(t, c, h); got.status != 200 {
+				t.Fatalf("with %v: %d %s", h, got.status, got.body)
+			}
+		}
+		want := []string{"claude-code-20250219,oauth-2025-04-20", "claude-code-20250219,oauth-2025-04-20", "oauth-2025-04-20"}
+		if fmt.Sprint(betas) != fmt.Sprint(want) {
+			t.Errorf("anthropic-beta upstream = %q, want %q", betas, want)
+		}
+		if auth, _ := api.seen(); len(auth) != 3 || auth[0] != "Bearer "+key || auth[2] != "Bearer "+key {
+			t.Errorf("credentials upstream = %q", auth)
+		}
+		status = http.StatusUnauthorized
+		if got := do(t, c, map[string]string{"Authorization": "Bearer " + token}); got.status != 401 || strings.Contains(got.body, key) {
+			t.Fatalf("expired token: %d %s", got.status, got.body)
+		}
+		if fmt.Sprint(refused) != "[401]" {
+			t.Errorf("refusals reported = %v, want [401]", refused)
+		}
+	})
+
 	t.Run("every request on a kept-alive connection is checked", func(t *testing.T) {
 		api := newFakeAPI(t, jsonMessage)
 		g, err := newGateway(token, &LLMUpstream{BaseURL: api.srv.URL, APIKey: key}, nil, http.DefaultTransport, testLogger(t))

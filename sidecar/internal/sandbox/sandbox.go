@@ -111,11 +111,23 @@ type Mount struct {
 // LLMUpstream is where the gateway sends model API requests, and the real key it adds.
 type LLMUpstream struct {
 	BaseURL string // e.g. https://api.anthropic.com
-	APIKey  string // the real key; it never enters the sandbox
-	// Header is how the key is sent upstream: "x-api-key" (the default) or
-	// "authorization" (as "Authorization: Bearer <key>").
+	APIKey  string // the real key or subscription token; it never enters the sandbox
+	// Header is how the key is sent upstream: "x-api-key" (the default),
+	// "authorization" (as "Authorization: Bearer <key>") or HeaderOAuth.
 	Header string
+	// OnAuthFailure, when set, is called with the upstream's status each time it refuses
+	// the credential (401, 403), so the sidecar can say so in its health view.
+	OnAuthFailure func(status int)
 }
+
+// HeaderOAuth sends APIKey as a Claude subscription token (from `claude setup-token`):
+// "Authorization: Bearer <token>" with the OAuth beta flag Claude Code sends. Inside the
+// sandbox the CLI then gets its per-task token as CLAUDE_CODE_OAUTH_TOKEN, so it behaves as
+// it does with a subscription; the gateway swaps the token as it does the key.
+const HeaderOAuth = "oauth"
+
+// OAuthBeta is the anthropic-beta flag of requests authenticated by a subscription token.
+const OAuthBeta = "oauth-2025-04-20"
 
 // Usage counts what the LLM gateway saw for one task.
 type Usage struct {
@@ -184,7 +196,8 @@ type Spec struct {
 	Dir   string
 	Stdin io.Reader
 	// LLM, when set, starts the task's LLM gateway and points ANTHROPIC_BASE_URL and
-	// ANTHROPIC_API_KEY (a per-task token) at it.
+	// ANTHROPIC_API_KEY (a per-task token; CLAUDE_CODE_OAUTH_TOKEN for a subscription
+	// token upstream) at it.
 	LLM *LLMUpstream
 	// OnUsage is called once per upstream response with that response's counts
 	// (calls are serialised). Run.Usage has the running total.
@@ -459,7 +472,7 @@ var (
 )
 
 // reservedEnv are the keys the Runner owns.
-var reservedEnv = []string{"PATH", "HOME", "PWD", "ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"}
+var reservedEnv = []string{"PATH", "HOME", "PWD", "ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"}
 
 // reservedDest are in-sandbox paths ExtraMounts may not cover or enter.
 var reservedDest = []string{"/", "/usr", "/etc", "/proc", "/dev", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt/istota", SocketMountDir, WorkspaceDir, HomeDir, "/tmp", "/var/tmp"}
@@ -533,9 +546,9 @@ func (r *Runner) validate(spec *Spec) error {
 			return err
 		}
 		switch strings.ToLower(spec.LLM.Header) {
-		case "", "x-api-key", "authorization":
+		case "", "x-api-key", "authorization", HeaderOAuth:
 		default:
-			return fmt.Errorf("LLM header %q is neither x-api-key nor authorization", spec.LLM.Header)
+			return fmt.Errorf("LLM header %q is not x-api-key, authorization or oauth", spec.LLM.Header)
 		}
 		ports[LLMPort] = true
 		names[llmServiceName] = true
@@ -580,7 +593,11 @@ func buildEnv(spec *Spec, pathVar, home, token, baseURL string) map[string]strin
 	}
 	if token != "" {
 		env["ANTHROPIC_BASE_URL"] = baseURL
-		env["ANTHROPIC_API_KEY"] = token
+		if spec.LLM != nil && strings.EqualFold(spec.LLM.Header, HeaderOAuth) {
+			env["CLAUDE_CODE_OAUTH_TOKEN"] = token
+		} else {
+			env["ANTHROPIC_API_KEY"] = token
+		}
 	}
 	return env
 }

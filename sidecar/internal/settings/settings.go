@@ -77,10 +77,14 @@ type Network struct {
 
 // Brain mirrors config.Brain; the key itself is never shown, only whether one is set.
 type Brain struct {
-	Kind             string `json:"kind"`
-	Model            string `json:"model"`
-	APIBaseURL       string `json:"api_base_url"`
-	APIKeySet        bool   `json:"api_key_set"`
+	Kind          string `json:"kind"`
+	Model         string `json:"model"`
+	APIBaseURL    string `json:"api_base_url"`
+	APIKeySet     bool   `json:"api_key_set"`
+	OAuthTokenSet bool   `json:"oauth_token_set"`
+	// Login is what the model requests are authenticated with now: LoginSubscription,
+	// LoginAPIKey or LoginNone.
+	Login            string `json:"login"`
 	DailyTokenBudget int64  `json:"daily_token_budget"`
 }
 
@@ -147,6 +151,35 @@ const storedPrefix = "admin."
 // the data directory.
 const APIKeyFile = "secrets/brain_api_key"
 
+// OAuthTokenFile is where the Claude subscription token set in the admin panel is kept.
+const OAuthTokenFile = "secrets/brain_oauth_token"
+
+// Login kinds: what authenticates the model requests.
+const (
+	LoginSubscription = "subscription_token" // brain.oauth_token, claude brain only
+	LoginAPIKey       = "api_key"
+	LoginNone         = "none"
+)
+
+// Login is the model credential in effect: its kind and the secret itself.
+type Login struct {
+	Kind   string
+	Secret string
+}
+
+// LoginOf is the credential c authenticates with: a subscription token wins over an API
+// key for the claude brain (the admin set it to avoid per-token billing); the openai
+// brain only knows keys.
+func LoginOf(c config.Config) Login {
+	switch {
+	case c.Brain.Kind == "claude" && c.Brain.OAuthToken != "":
+		return Login{Kind: LoginSubscription, Secret: c.Brain.OAuthToken}
+	case c.Brain.APIKey != "":
+		return Login{Kind: LoginAPIKey, Secret: c.Brain.APIKey}
+	}
+	return Login{Kind: LoginNone}
+}
+
 // Open loads the stored settings and layers them over base. Stored values that no
 // longer validate (the config file changed under them) are ignored with a warning, so a
 // setting made in the panel can never keep the sidecar from starting.
@@ -177,12 +210,19 @@ func Open(ctx context.Context, db *store.DB, base config.Config, opts Options) (
 		s.opts.Logger.Warn("ignoring stored admin settings that are not valid over the config file", "keys", strings.Join(keys, ","))
 		eff, _ = s.layer(stored)
 	}
-	key, err := s.readKey()
+	key, err := s.readSecret(APIKeyFile)
 	if err != nil {
 		return nil, err
 	}
 	if key != "" {
 		eff.Brain.APIKey = key
+	}
+	tok, err := s.readSecret(OAuthTokenFile)
+	if err != nil {
+		return nil, err
+	}
+	if tok != "" {
+		eff.Brain.OAuthToken = tok
 	}
 	s.current, s.startup = eff, eff
 	return s, nil
@@ -203,6 +243,13 @@ func (s *Store) APIKey() string {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return s.current.Brain.APIKey
+}
+
+// Login is the model credential in effect now, applied live like APIKey.
+func (s *Store) Login() Login {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return LoginOf(s.current)
 }
 
 // Get returns the settings as the panel shows them and the keys whose new value only
@@ -244,12 +291,12 @@ func (s *Store) Update(ctx context.Context, patch []byte) (Admin, []string, erro
 
 	bad := FieldErrors{}
 	values := map[string]json.RawMessage{}
-	var apiKey *string
+	var apiKey, oauthToken *string
 	for section, fields := range sections {
 		for field, raw := range fields {
 			name := section + "." + field
 			switch name {
-			case "brain.api_key":
+			case "brain.api_key", "brain.oauth_token":
 				var k string
 				if err := json.Unmarshal(raw, &k); err != nil {
 					bad[name] = "must be a string"
@@ -260,9 +307,13 @@ func (s *Store) Update(ctx context.Context, patch []byte) (Admin, []string, erro
 					bad[name] = "must be one line of at most 4096 characters"
 					continue
 				}
-				apiKey = &k
+				if name == "brain.api_key" {
+					apiKey = &k
+				} else {
+					oauthToken = &k
+				}
 				continue
-			case "brain.api_key_set":
+			case "brain.api_key_set", "brain.oauth_token_set", "brain.login":
 				continue // shown, never set: the panel may send its whole form back
 			}
 			if s.byName(name) == nil {
@@ -306,13 +357,23 @@ func (s *Store) Update(ctx context.Context, patch []byte) (Admin, []string, erro
 		return Admin{}, nil, err
 	}
 	eff.Brain.APIKey = s.current.Brain.APIKey
+	eff.Brain.OAuthToken = s.current.Brain.OAuthToken
 	if apiKey != nil {
-		if err := s.writeKey(*apiKey); err != nil {
+		if err := s.writeSecret(APIKeyFile, *apiKey); err != nil {
 			return Admin{}, nil, err
 		}
 		eff.Brain.APIKey = *apiKey
 		if *apiKey == "" {
 			eff.Brain.APIKey = s.base.Brain.APIKey
+		}
+	}
+	if oauthToken != nil {
+		if err := s.writeSecret(OAuthTokenFile, *oauthToken); err != nil {
+			return Admin{}, nil, err
+		}
+		eff.Brain.OAuthToken = *oauthToken
+		if *oauthToken == "" {
+			eff.Brain.OAuthToken = s.base.Brain.OAuthToken
 		}
 	}
 	s.current = eff
@@ -436,31 +497,31 @@ func (s *Store) save(ctx context.Context, changed map[string]json.RawMessage, ne
 	return nil
 }
 
-func (s *Store) keyPath() string { return filepath.Join(s.opts.DataDir, APIKeyFile) }
-
-func (s *Store) readKey() (string, error) {
+// readSecret reads a secret file (rel to the data directory, e.g. APIKeyFile); "" when
+// there is none.
+func (s *Store) readSecret(rel string) (string, error) {
 	if s.opts.DataDir == "" {
 		return "", nil
 	}
-	b, err := os.ReadFile(s.keyPath())
+	b, err := os.ReadFile(filepath.Join(s.opts.DataDir, rel))
 	if errors.Is(err, fs.ErrNotExist) {
 		return "", nil
 	}
 	if err != nil {
-		return "", fmt.Errorf("settings: read the brain API key file: %w", err)
+		return "", fmt.Errorf("settings: read %s: %w", rel, err)
 	}
 	return strings.TrimSpace(string(b)), nil
 }
 
-// writeKey replaces the key file atomically (0600 in a 0700 folder); "" removes it.
-func (s *Store) writeKey(key string) error {
+// writeSecret replaces a secret file atomically (0600 in a 0700 folder); "" removes it.
+func (s *Store) writeSecret(rel, key string) error {
 	if s.opts.DataDir == "" {
-		return errors.New("settings: no data directory for the brain API key")
+		return errors.New("settings: no data directory for " + rel)
 	}
-	path := s.keyPath()
+	path := filepath.Join(s.opts.DataDir, rel)
 	if key == "" {
 		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("settings: remove the brain API key file: %w", err)
+			return fmt.Errorf("settings: remove %s: %w", rel, err)
 		}
 		return nil
 	}
@@ -471,9 +532,9 @@ func (s *Store) writeKey(key string) error {
 	if err := os.Chmod(dir, 0o700); err != nil {
 		return fmt.Errorf("settings: secure %s: %w", dir, err)
 	}
-	f, err := os.CreateTemp(dir, ".brain_api_key-*")
+	f, err := os.CreateTemp(dir, "."+filepath.Base(rel)+"-*")
 	if err != nil {
-		return fmt.Errorf("settings: write the brain API key file: %w", err)
+		return fmt.Errorf("settings: write %s: %w", rel, err)
 	}
 	tmp := f.Name()
 	ok := false
@@ -484,19 +545,19 @@ func (s *Store) writeKey(key string) error {
 		}
 	}()
 	if err := f.Chmod(0o600); err != nil {
-		return fmt.Errorf("settings: write the brain API key file: %w", err)
+		return fmt.Errorf("settings: write %s: %w", rel, err)
 	}
 	if _, err := f.WriteString(key + "\n"); err != nil {
-		return fmt.Errorf("settings: write the brain API key file: %w", err)
+		return fmt.Errorf("settings: write %s: %w", rel, err)
 	}
 	if err := f.Sync(); err != nil {
-		return fmt.Errorf("settings: write the brain API key file: %w", err)
+		return fmt.Errorf("settings: write %s: %w", rel, err)
 	}
 	if err := f.Close(); err != nil {
-		return fmt.Errorf("settings: write the brain API key file: %w", err)
+		return fmt.Errorf("settings: write %s: %w", rel, err)
 	}
 	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("settings: write the brain API key file: %w", err)
+		return fmt.Errorf("settings: write %s: %w", rel, err)
 	}
 	ok = true
 	return nil
@@ -517,7 +578,8 @@ func view(c config.Config) Admin {
 			MaxProcesses: c.Sandbox.MaxProcesses, MaxOpenFiles: c.Sandbox.MaxOpenFiles, CPUSeconds: c.Sandbox.CPUSeconds},
 		Network: Network{AllowedHosts: list(c.Network.AllowedHosts)},
 		Brain: Brain{Kind: c.Brain.Kind, Model: c.Brain.Model, APIBaseURL: c.Brain.APIBaseURL,
-			APIKeySet: c.Brain.APIKey != "", DailyTokenBudget: c.Brain.DailyTokenBudget},
+			APIKeySet: c.Brain.APIKey != "", OAuthTokenSet: c.Brain.OAuthToken != "", Login: LoginOf(c).Kind,
+			DailyTokenBudget: c.Brain.DailyTokenBudget},
 		Workers: Workers{Max: c.Workers.Max, ReservedInteractive: c.Workers.ReservedInteractive},
 		Limits: Limits{TaskTimeoutSeconds: int(c.Brain.TaskTimeout.Duration / time.Second),
 			RetentionDays: c.Memory.RetentionDays, HistoryDays: c.Memory.HistoryDays},

@@ -167,3 +167,69 @@ func TestBudget(t *testing.T) {
 		t.Fatalf("under the budget: %q", msg)
 	}
 }
+
+// A Claude subscription token is write-only like the key, wins over the key for the
+// claude brain, and a refusal by the model API is reported only while the refused token
+// is in effect.
+func TestSubscriptionToken(t *testing.T) {
+	ctx := context.Background()
+	db, data := openDB(t), t.TempDir()
+	file := base(data)
+	file.Brain.APIKey = "sk-from-file"
+	s, err := Open(ctx, db, file, Options{DataDir: data})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := s.Get(); v.Brain.Login != LoginAPIKey || v.Brain.OAuthTokenSet {
+		t.Fatalf("before: %+v", v.Brain)
+	}
+	v, _, err := s.Update(ctx, []byte(`{"brain":{"oauth_token":" sk-ant-oat01-secret ","oauth_token_set":false,"login":"api_key"}}`))
+	if err != nil || v.Brain.Login != LoginSubscription || !v.Brain.OAuthTokenSet || !v.Brain.APIKeySet {
+		t.Fatalf("set: %+v %v", v.Brain, err)
+	}
+	if l := s.Login(); l.Kind != LoginSubscription || l.Secret != "sk-ant-oat01-secret" {
+		t.Fatalf("login = %+v", l)
+	}
+	if st, err := os.Stat(filepath.Join(data, OAuthTokenFile)); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("token file: %v %v", st, err)
+	}
+	var stored int
+	db.Read.QueryRow(`SELECT count(*) FROM settings WHERE value LIKE '%oat01%'`).Scan(&stored)
+	if stored != 0 {
+		t.Fatal("the token is in the database")
+	}
+	// A restart keeps it; the openai brain never uses it.
+	s2, err := Open(ctx, db, file, Options{DataDir: data})
+	if err != nil || s2.Login().Kind != LoginSubscription {
+		t.Fatalf("after restart: %+v %v", s2.Login(), err)
+	}
+	other := s2.Effective()
+	other.Brain.Kind = "openai"
+	if l := LoginOf(other); l.Kind != LoginAPIKey || l.Secret != "sk-from-file" {
+		t.Fatalf("openai brain login = %+v", l)
+	}
+
+	if _, ok, _ := s.LoginRefused(ctx); ok {
+		t.Fatal("refused before any refusal")
+	}
+	if err := s.RecordLoginRefused(ctx, 401); err != nil {
+		t.Fatal(err)
+	}
+	r, ok, err := s2.LoginRefused(ctx) // another process (doctor) sees it too
+	if err != nil || !ok || r.Status != 401 || r.Kind != LoginSubscription || !strings.Contains(r.Advice(), "claude setup-token") {
+		t.Fatalf("refusal = %+v %t %v", r, ok, err)
+	}
+	if strings.Contains(r.Advice(), "secret") {
+		t.Fatal("the advice shows the token")
+	}
+	// A new token clears the warning; removing it falls back to the key.
+	if _, _, err := s.Update(ctx, []byte(`{"brain":{"oauth_token":"sk-ant-oat01-new"}}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, _ := s.LoginRefused(ctx); ok {
+		t.Fatal("a new token is still reported as refused")
+	}
+	if v, _, err := s.Update(ctx, []byte(`{"brain":{"oauth_token":""}}`)); err != nil || v.Brain.Login != LoginAPIKey || v.Brain.OAuthTokenSet {
+		t.Fatalf("cleared: %+v %v", v.Brain, err)
+	}
+}

@@ -162,6 +162,12 @@ func MarkSession(ctx context.Context, db *store.DB, uid string, now time.Time) e
 const (
 	SettingTimezone  = "timezone"  // JSON string: the user's own choice over Nextcloud's
 	SettingCalendars = "calendars" // JSON array of calendar paths the bot may use
+	// SettingHomeConversation is the token (JSON string) of the private conversation the
+	// app made for the user, where notices go until they write in another one.
+	SettingHomeConversation = "home_conversation"
+	// SettingWelcomedAt is when (JSON string, RFC 3339) the welcome was queued: it is
+	// sent once per user, whatever happens to the conversation later.
+	SettingWelcomedAt = "welcomed_at"
 )
 
 // MaxEmails is how many extra addresses one user may register.
@@ -281,6 +287,14 @@ func SetSetting(ctx context.Context, db Execer, uid, key string, v any, now time
 		uid, key, string(b), store.FormatTime(now))
 	if err != nil {
 		return fmt.Errorf("users: setting %s of %s: %w", key, uid, err)
+	}
+	return nil
+}
+
+// DeleteSetting removes one per-user setting; a missing one is not an error.
+func DeleteSetting(ctx context.Context, db Execer, uid, key string) error {
+	if _, err := db.ExecContext(ctx, `DELETE FROM user_settings WHERE user_id = ? AND key = ?`, uid, key); err != nil {
+		return fmt.Errorf("users: delete setting %s of %s: %w", key, uid, err)
 	}
 	return nil
 }

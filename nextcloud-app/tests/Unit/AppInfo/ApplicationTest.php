@@ -11,6 +11,7 @@ namespace OCA\Istota\Tests\Unit\AppInfo;
 
 use OCA\Istota\AppInfo\Application;
 use OCA\Istota\Listener\BotInvokeListener;
+use OCA\Istota\Listener\UserEligibilityListener;
 use OCA\Istota\SetupCheck\SidecarSetupCheck;
 use OCP\AppFramework\Bootstrap\IRegistrationContext;
 use PHPUnit\Framework\TestCase;
@@ -32,7 +33,11 @@ class ApplicationTest extends TestCase {
 			}
 		};
 		(new Application())->register($context);
-		$this->assertSame([['OCA\Talk\Events\BotInvokeEvent', BotInvokeListener::class]], $context->listeners);
+		$this->assertSame([
+			['OCA\Talk\Events\BotInvokeEvent', BotInvokeListener::class],
+			['OCP\User\Events\UserCreatedEvent', UserEligibilityListener::class],
+			['OCP\Group\Events\UserAddedEvent', UserEligibilityListener::class],
+		], $context->listeners);
 		$this->assertSame([SidecarSetupCheck::class], $context->setupChecks);
 	}
 

@@ -44,7 +44,7 @@ class SetupTest extends TestCase {
 	}
 
 	private function runCommand(array $input = []): CommandTester {
-		$tester = new CommandTester(new Setup($this->h->setupService(), $this->h->installCommand()));
+		$tester = new CommandTester(new Setup($this->h->setupService(), $this->h->installCommand(), $this->h->homeConversation()));
 		$tester->execute($input, ['capture_stderr_separately' => true]);
 		return $tester;
 	}

@@ -15,4 +15,6 @@ interface IConfig {
 	public function getSystemValueString(string $key, string $default = ''): string;
 
 	public function getUserValue($userId, $appName, $key, $default = '');
+
+	public function setUserValue($userId, $appName, $key, $value, $preCondition = null);
 }

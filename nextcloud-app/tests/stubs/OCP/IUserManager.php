@@ -26,4 +26,6 @@ interface IUserManager {
 	 * @return false|\OCP\IUser
 	 */
 	public function createUser($uid, $password);
+
+	public function callForAllUsers(\Closure $callback, $search = '');
 }

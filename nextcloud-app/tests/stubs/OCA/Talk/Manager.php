@@ -21,6 +21,16 @@ class Manager {
 	) {
 	}
 
+	/** Test helper: Talk made a conversation. */
+	public function addRoom(Room $room): void {
+		$this->rooms[$room->getToken()] = $room;
+	}
+
+	/** Test helper: the conversation was deleted. */
+	public function removeRoom(string $token): void {
+		unset($this->rooms[$token]);
+	}
+
 	/** @throws RoomNotFoundException */
 	public function getRoomByToken(string $token, ?string $preloadUserId = null, ?string $serverUrl = null): Room {
 		if (!isset($this->rooms[$token])) {

@@ -1,0 +1,21 @@
+<?php
+
+declare(strict_types=1);
+
+/**
+ * SPDX-FileCopyrightText: 2026 Istota contributors
+ * SPDX-License-Identifier: AGPL-3.0-or-later
+ *
+ * Test stub: hand-written minimal signature of Nextcloud OCP stable31, only what the app uses.
+ */
+
+namespace OCP\Talk;
+
+interface IBroker {
+	public function hasBackend(): bool;
+
+	public function newConversationOptions(): IConversationOptions;
+
+	/** @param \OCP\IUser[] $moderators */
+	public function createConversation(string $name, array $moderators, ?IConversationOptions $options = null): IConversation;
+}
