@@ -210,6 +210,7 @@ type Runner struct {
 	// prlimit is util-linux prlimit, through which the init sets the command's limits;
 	// empty: the init sets them by a second start of the istota binary (a Go start more).
 	prlimit   string
+	owned     *ownedTrees // nil unless switchTo
 	transport *http.Transport
 }
 
@@ -232,6 +233,7 @@ func New(cfg Config, logger *slog.Logger) (*Runner, error) {
 		return nil, errors.New("sandbox: refusing to run sandboxes with gid 0: set the agent gid")
 	case euid == 0:
 		r.uid, r.gid, r.switchTo = cfg.AgentUID, cfg.AgentGID, true
+		r.owned = newOwnedTrees(r.uid, r.gid)
 	case cfg.AgentUID != 0 && int(cfg.AgentUID) != euid:
 		return nil, fmt.Errorf("sandbox: the sidecar runs as uid %d and cannot switch to agent uid %d: run it as root or leave the agent uid unset", euid, cfg.AgentUID)
 	default:
@@ -677,14 +679,19 @@ func (r *Runner) listenSocket(run *Run, name string) (net.Listener, string, erro
 }
 
 // ownTree makes dir and everything in it owned by the agent uid when the sidecar is
-// root, so files the sidecar wrote (a synced workspace) are the agent's to change.
+// root, so files the sidecar wrote (a synced workspace) are the agent's to change. Only
+// what changed since the last task is looked at (ownedTrees).
 func (r *Runner) ownTree(dir string) error {
 	if !r.switchTo {
 		return nil
 	}
-	if err := chownTree(dir, r.uid, r.gid); err != nil {
+	start := time.Now()
+	st, err := r.owned.give(dir)
+	if err != nil {
 		return fmt.Errorf("give %s to the agent uid: %w", dir, err)
 	}
+	r.logger.Debug("sandbox: tree given to the agent uid", "dir", dir, "dirs", st.dirs,
+		"dirs_listed", st.listed, "owners_changed", st.given, "took", time.Since(start))
 	return nil
 }
 

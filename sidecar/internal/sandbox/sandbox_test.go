@@ -955,7 +955,7 @@ func TestChownTree(t *testing.T) {
 	if err := os.Link(outside, filepath.Join(dir, "hardlink")); err != nil {
 		t.Fatal(err)
 	}
-	if err := chownTree(dir, 65534, 65534); err != nil {
+	if _, err := newOwnedTrees(65534, 65534).give(dir); err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range []string{dir, filepath.Join(dir, "a.txt"), filepath.Join(dir, "sub"), filepath.Join(dir, "sub", "deeper"), filepath.Join(dir, "sub", "link")} {
