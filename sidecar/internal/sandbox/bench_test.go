@@ -46,7 +46,7 @@ func BenchmarkSandboxOverhead(b *testing.B) {
 
 	bare := func() error { return exec.Command("/bin/true").Run() }
 	bwrapAlone := func() error {
-		cmd := exec.Command("/usr/bin/bwrap", "--ro-bind", "/", "/", "--unshare-all", "--die-with-parent", "/bin/true")
+		cmd := exec.Command(r.cfg.BwrapPath, "--ro-bind", "/", "/", "--unshare-all", "--die-with-parent", "/bin/true")
 		if r.switchTo {
 			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: r.uid, Gid: r.gid, Groups: []uint32{}}}
 		}
