@@ -471,9 +471,14 @@ func checkTimes(ev Event) error {
 	return nil
 }
 
-var safeNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@-]{0,200}$`)
+// safeNameRE has no length bound of its own: a bounded repetition ({0,200}) compiles
+// into a program as long as its bound, at every start of the binary (every sandbox's
+// init too). safeName checks the length (ASCII only, so bytes are characters).
+var safeNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@-]*$`)
 
-func safeName(s string) bool { return safeNameRE.MatchString(s) && !strings.Contains(s, "..") }
+func safeName(s string) bool {
+	return len(s) <= 201 && safeNameRE.MatchString(s) && !strings.Contains(s, "..")
+}
 
 func randomID() string {
 	var b [16]byte

@@ -3,6 +3,7 @@ package calendar
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -46,5 +47,24 @@ func TestUsableNarrowsToTheUsersChoice(t *testing.T) {
 	}
 	if _, err := Usable(ctx, cals, "alice", func(context.Context, string) ([]string, bool, error) { return nil, false, errors.New("db down") }); err == nil {
 		t.Fatal("a failing choice was ignored")
+	}
+}
+
+func TestSafeName(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		want bool
+	}{
+		{"event-1@host.ics", true},
+		{strings.Repeat("a", 201), true}, // the bound the pattern once held ({0,200})
+		{strings.Repeat("a", 202), false},
+		{".hidden", false},
+		{"a..b", false},
+		{"a/b", false},
+		{"", false},
+	} {
+		if got := safeName(tc.name); got != tc.want {
+			t.Errorf("safeName(%.20q…) = %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }

@@ -1,13 +1,18 @@
 package sandbox
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
+	"time"
 )
 
 // bwrapArgs collects bwrap's options and the descriptors they refer to. The options go
@@ -106,6 +111,41 @@ func syntheticEtc(uid, gid uint32) []etcData {
 	}
 }
 
+// dataPipe returns the read end of a pipe that already holds data, for bwrap to read
+// one of its inputs from (--args, --seccomp, --ro-bind-data): nothing is written to
+// disk and no goroutine waits for bwrap. Data the pipe cannot hold at once (it holds
+// 64 KiB, or one page when the user's pipes are over the kernel's soft limit; ours are
+// a few KiB) goes through dataFile instead.
+func dataPipe(dir, name string, data []byte) (*os.File, error) {
+	var p [2]int
+	if err := syscall.Pipe2(p[:], syscall.O_CLOEXEC); err != nil {
+		return nil, fmt.Errorf("pipe for %s data: %w", name, err)
+	}
+	r := os.NewFile(uintptr(p[0]), name+"-pipe")
+	defer syscall.Close(p[1])
+	// Non-blocking on the write end only: a full pipe says so instead of waiting for a
+	// reader that starts later.
+	if err := syscall.SetNonblock(p[1], true); err != nil {
+		r.Close()
+		return nil, fmt.Errorf("pipe for %s data: %w", name, err)
+	}
+	for rest := data; len(rest) > 0; {
+		n, err := syscall.Write(p[1], rest)
+		switch {
+		case errors.Is(err, syscall.EINTR):
+			continue
+		case errors.Is(err, syscall.EAGAIN):
+			r.Close()
+			return dataFile(dir, name, data)
+		case err != nil:
+			r.Close()
+			return nil, fmt.Errorf("write %s data: %w", name, err)
+		}
+		rest = rest[n:]
+	}
+	return r, nil
+}
+
 // dataFile writes data to a file in dir, opens it for reading and unlinks it, so bwrap
 // reads it from a descriptor and nothing stays on disk.
 func dataFile(dir, name string, data []byte) (*os.File, error) {
@@ -158,4 +198,24 @@ func removeTaskDir(dir string) error {
 		}
 	}
 	return os.Remove(dir)
+}
+
+// checkPrlimit reports whether p is util-linux prlimit, whose options (--as=N, …, "--",
+// command) the init passes; other implementations (busybox's, say) differ or lack it.
+func checkPrlimit(p string) error {
+	if err := checkExecutable(p); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, p, "--version")
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "LANG=C"}
+	out, err := cmd.Output()
+	if err != nil {
+		return fmt.Errorf("%s --version: %w", p, err)
+	}
+	if !strings.Contains(string(out), "util-linux") {
+		return fmt.Errorf("%s is not util-linux prlimit (%q)", p, strings.TrimSpace(string(out)))
+	}
+	return nil
 }

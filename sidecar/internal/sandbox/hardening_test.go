@@ -1,8 +1,11 @@
 package sandbox
 
 import (
+	"context"
 	"encoding/binary"
 	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -139,8 +142,13 @@ func TestSeccompInSandbox(t *testing.T) {
 	})
 }
 
-// limitsRunner returns a runner whose commands get limits.
-func limitsRunner(t *testing.T, e *testEnv, limits Limits) *Runner {
+// limitPaths are the two ways the init sets the command's limits.
+var limitPaths = []string{"prlimit", "second start"}
+
+// limitsRunner returns a runner whose commands get limits, set the way named (one of
+// limitPaths).
+func limitsRunner(t *testing.T, e *testEnv, limits Limits, how string) *Runner {
+	t.Helper()
 	cfg := e.cfg
 	cfg.Limits = limits
 	r, err := New(cfg, testLogger(t))
@@ -148,6 +156,18 @@ func limitsRunner(t *testing.T, e *testEnv, limits Limits) *Runner {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { r.Close() })
+	switch how {
+	case "prlimit":
+		// Fail, never skip: a host without util-linux prlimit would otherwise pass
+		// every limit test on the other path and leave this one untested.
+		if r.prlimit != prlimitPath {
+			t.Fatalf("New did not take util-linux prlimit from %s (got %q); install util-linux", prlimitPath, r.prlimit)
+		}
+	case "second start":
+		r.prlimit = ""
+	default:
+		t.Fatalf("unknown way %q", how)
+	}
 	return r
 }
 
@@ -155,29 +175,12 @@ func TestLimits(t *testing.T) {
 	e := newTestEnv(t)
 	spec := e.userDirs(t, "alice")
 	unlimited := e.runner(t)
-
-	t.Run("applied to the command only", func(t *testing.T) {
-		r := limitsRunner(t, e, Limits{AddressSpace: 1 << 30, Processes: 300, OpenFiles: 123, CPUSeconds: 50})
-		res := sh(t, r, spec, `grep -E '^Max (address space|processes|open files|cpu time)' /proc/self/limits; echo; grep -E '^Max (processes|open files)' /proc/1/limits`)
-		mustSucceed(t, res)
-		self, init, _ := strings.Cut(res.stdout, "\n\n")
-		for _, want := range []string{
-			"Max cpu time              50                   50                   seconds",
-			"Max processes             300                  300                  processes",
-			"Max open files            123                  123                  files",
-			"Max address space         1073741824           1073741824           bytes",
-		} {
-			if !strings.Contains(self, want) {
-				t.Errorf("limits inside lack %q:\n%s", want, self)
-			}
-		}
-		if strings.Contains(init, "123") || strings.Contains(init, " 300 ") {
-			t.Errorf("the init itself is limited:\n%s", init)
-		}
-	})
+	if unlimited.prlimit != "" {
+		t.Errorf("a runner without limits looked for prlimit: %q", unlimited.prlimit)
+	}
 
 	forkBomb := `perl -e 'my ($ok, $fail) = (0, 0); for (1..200) { my $p = fork(); if (!defined $p) { $fail++; next } if ($p == 0) { sleep 60; exit 0 } $ok++ } print "started=$ok failed=$fail\n"'`
-	t.Run("fork bomb", func(t *testing.T) {
+	t.Run("fork bomb control", func(t *testing.T) {
 		if _, err := os.Stat("/usr/bin/perl"); err != nil {
 			t.Skip("perl is not installed")
 		}
@@ -186,46 +189,115 @@ func TestLimits(t *testing.T) {
 		if c := parseKV(strings.ReplaceAll(res.stdout, " ", "\n")); c["started"] != "200" {
 			t.Fatalf("control without limits: %q", res.stdout)
 		}
-		r := limitsRunner(t, e, Limits{Processes: 40})
-		res = sh(t, r, spec, forkBomb)
-		mustSucceed(t, res)
-		c := parseKV(strings.ReplaceAll(res.stdout, " ", "\n"))
-		started, _ := strconv.Atoi(c["started"])
-		failed, _ := strconv.Atoi(c["failed"])
-		if started >= 40 || failed == 0 || started+failed != 200 {
-			t.Fatalf("with 40 processes allowed: %q", res.stdout)
-		}
 	})
-
-	t.Run("memory hog", func(t *testing.T) {
-		hog := `dd if=/dev/zero of=/dev/null bs=400M count=1 2>&1; echo "exit=$?"`
+	hog := `dd if=/dev/zero of=/dev/null bs=400M count=1 2>&1; echo "exit=$?"`
+	t.Run("memory hog control", func(t *testing.T) {
 		res := sh(t, unlimited, spec, hog)
 		if !strings.Contains(res.stdout, "exit=0") {
 			t.Fatalf("control without limits: %q", res.stdout)
 		}
-		r := limitsRunner(t, e, Limits{AddressSpace: 256 << 20})
-		res = sh(t, r, spec, hog)
-		if strings.Contains(res.stdout, "exit=0") || !strings.Contains(res.stdout, "memory exhausted") {
-			t.Fatalf("a 400 MiB buffer under a 256 MiB limit: %q", res.stdout)
-		}
 	})
 
-	t.Run("missing command", func(t *testing.T) {
-		r := limitsRunner(t, e, Limits{OpenFiles: 100})
-		s := spec
-		s.Argv = []string{"no-such-command-xyz"}
-		if res := run(t, r, s); res.code != 127 || !strings.Contains(res.stderr, "not found") {
-			t.Fatalf("exit %d stderr %q, want 127", res.code, res.stderr)
-		}
-	})
+	for _, how := range limitPaths {
+		t.Run(how, func(t *testing.T) {
+			t.Run("applied to the command only", func(t *testing.T) {
+				r := limitsRunner(t, e, Limits{AddressSpace: 1 << 30, Processes: 300, OpenFiles: 123, CPUSeconds: 50}, how)
+				s := spec
+				s.Argv = []string{"/bin/sh", "-c", `grep -E '^Max (address space|processes|open files|cpu time)' /proc/self/limits; echo; grep -E '^Max (processes|open files)' /proc/1/limits`}
+				rn, err := r.Prepare(context.Background(), s)
+				if err != nil {
+					t.Fatal(err)
+				}
+				rn.Close()
+				if got, want := slices.Contains(rn.Cmd.Args, "--prlimit"), how == "prlimit"; got != want {
+					t.Fatalf("init arguments %q: --prlimit present = %v, want %v", rn.Cmd.Args, got, want)
+				}
+				res := run(t, r, s)
+				mustSucceed(t, res)
+				self, init, _ := strings.Cut(res.stdout, "\n\n")
+				for _, want := range []string{
+					"Max cpu time              50                   50                   seconds",
+					"Max processes             300                  300                  processes",
+					"Max open files            123                  123                  files",
+					"Max address space         1073741824           1073741824           bytes",
+				} {
+					if !strings.Contains(self, want) {
+						t.Errorf("limits inside lack %q:\n%s", want, self)
+					}
+				}
+				if strings.Contains(init, "123") || strings.Contains(init, " 300 ") {
+					t.Errorf("the init itself is limited:\n%s", init)
+				}
+			})
 
-	t.Run("cpu", func(t *testing.T) {
-		r := limitsRunner(t, e, Limits{CPUSeconds: 1})
-		res := sh(t, r, spec, `while :; do :; done`)
-		if res.code != 128+24 && res.code != 128+9 {
-			t.Fatalf("busy loop under a 1 s CPU limit ended with %d, want SIGXCPU or SIGKILL", res.code)
-		}
-	})
+			t.Run("fork bomb", func(t *testing.T) {
+				if _, err := os.Stat("/usr/bin/perl"); err != nil {
+					t.Skip("perl is not installed")
+				}
+				r := limitsRunner(t, e, Limits{Processes: 40}, how)
+				res := sh(t, r, spec, forkBomb)
+				mustSucceed(t, res)
+				c := parseKV(strings.ReplaceAll(res.stdout, " ", "\n"))
+				started, _ := strconv.Atoi(c["started"])
+				failed, _ := strconv.Atoi(c["failed"])
+				if started >= 40 || failed == 0 || started+failed != 200 {
+					t.Fatalf("with 40 processes allowed: %q", res.stdout)
+				}
+			})
+
+			t.Run("memory hog", func(t *testing.T) {
+				r := limitsRunner(t, e, Limits{AddressSpace: 256 << 20}, how)
+				res := sh(t, r, spec, hog)
+				if strings.Contains(res.stdout, "exit=0") || !strings.Contains(res.stdout, "memory exhausted") {
+					t.Fatalf("a 400 MiB buffer under a 256 MiB limit: %q", res.stdout)
+				}
+			})
+
+			r := limitsRunner(t, e, Limits{OpenFiles: 100}, how)
+			t.Run("missing command", func(t *testing.T) {
+				for _, argv0 := range []string{"no-such-command-xyz", "/no/such/command"} {
+					s := spec
+					s.Argv = []string{argv0}
+					if res := run(t, r, s); res.code != 127 || !strings.Contains(res.stderr, "not found") {
+						t.Errorf("%s: exit %d stderr %q, want 127", argv0, res.code, res.stderr)
+					}
+				}
+			})
+
+			t.Run("not executable", func(t *testing.T) {
+				// Found but not executable is 126; who says so shows which path ran.
+				if err := os.WriteFile(filepath.Join(spec.Workspace, "script"), []byte("echo ran\n"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				s := spec
+				s.Argv = []string{WorkspaceDir + "/script"}
+				res := run(t, r, s)
+				want := map[string]string{"prlimit": "prlimit: failed to execute", "second start": initName + ": "}[how]
+				if res.code != 126 || !strings.Contains(res.stderr, want) || strings.Contains(res.stdout, "ran") {
+					t.Fatalf("exit %d stdout %q stderr %q, want 126 and %q", res.code, res.stdout, res.stderr, want)
+				}
+			})
+
+			t.Run("argv[0] kept", func(t *testing.T) {
+				// Looked up on PATH, yet the command sees the name it was given.
+				s := spec
+				s.Argv = []string{"sh", "-c", `tr '\0' ' ' < /proc/$$/cmdline`}
+				res := run(t, r, s)
+				mustSucceed(t, res)
+				if !strings.HasPrefix(res.stdout, "sh -c ") {
+					t.Fatalf("the command's argv = %q, want it to start with sh -c", res.stdout)
+				}
+			})
+
+			t.Run("cpu", func(t *testing.T) {
+				r := limitsRunner(t, e, Limits{CPUSeconds: 1}, how)
+				res := sh(t, r, spec, `while :; do :; done`)
+				if res.code != 128+24 && res.code != 128+9 {
+					t.Fatalf("busy loop under a 1 s CPU limit ended with %d, want SIGXCPU or SIGKILL", res.code)
+				}
+			})
+		})
+	}
 }
 
 func TestInitArguments(t *testing.T) {
@@ -263,5 +335,31 @@ func TestInitOutsideSandbox(t *testing.T) {
 	code = RunInit([]string{"--rlimit", "nofile=77", "--", "/bin/sh", "-c", "ulimit -n"}, nil, &out, &errb)
 	if code != 0 || !strings.HasSuffix(out.String(), "77\n") {
 		t.Fatalf("with a limit: exit %d stdout %q stderr %q", code, out.String(), errb.String())
+	}
+
+	// With --prlimit the init runs that program with prlimit's options and the command
+	// after "--": a stand-in records its arguments, then hands them to the real one.
+	if err := checkPrlimit(prlimitPath); err != nil {
+		t.Fatalf("util-linux prlimit: %v", err)
+	}
+	dir := t.TempDir()
+	record := filepath.Join(dir, "args")
+	fake := filepath.Join(dir, "prlimit")
+	script := "#!/bin/sh\nprintf '%s\\n' \"$0\" \"$@\" > " + record + "\nexec " + prlimitPath + " \"$@\"\n"
+	if err := os.WriteFile(fake, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	errb.Reset()
+	code = RunInit([]string{"--prlimit", fake, "--rlimit", "nofile=77", "--rlimit", "cpu=99", "--", "sh", "-c", "ulimit -n; ulimit -t"}, nil, &out, &errb)
+	if code != 0 || out.String() != "77\n99\n" {
+		t.Fatalf("through prlimit: exit %d stdout %q stderr %q", code, out.String(), errb.String())
+	}
+	got, err := os.ReadFile(record)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := fake + "\n--nofile=77\n--cpu=99\n--\nsh\n-c\nulimit -n; ulimit -t\n"; string(got) != want {
+		t.Fatalf("prlimit was run with\n%s\nwant\n%s", got, want)
 	}
 }

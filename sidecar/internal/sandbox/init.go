@@ -38,6 +38,11 @@ var forwardedSignals = []os.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGH
 // (128+n when a signal ended it). When it returns, the process must exit with that
 // status: pid 1 exiting ends every process left in the sandbox.
 //
+// The limits are set by util-linux prlimit when --prlimit names it (it sets them on
+// itself and execs the command), otherwise by a second start of this binary (--exec).
+// Either way the init itself is never bound by them; prlimit is a small C program and
+// starts in a fraction of the time a second Go runtime does.
+//
 // stdin must be nil or an *os.File (the command reads it directly); stdout and stderr
 // may be any writer.
 func RunInit(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -47,6 +52,7 @@ func RunInit(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	var forwards forwardFlags
 	var limits rlimitFlags
 	execOnly := fs.Bool("exec", false, "internal: set the limits, then exec the command in place")
+	prlimit := fs.String("prlimit", "", "`PATH` of util-linux prlimit, which then sets the limits")
 	fs.Var(&forwards, "forward", "`PORT=SOCKET`: serve 127.0.0.1:PORT and pass each connection to the Unix socket (repeatable)")
 	fs.Var(&limits, "rlimit", "`NAME=VALUE`: resource limit of the command: as, nproc, nofile or cpu (repeatable)")
 	if err := fs.Parse(args); err != nil {
@@ -79,20 +85,28 @@ func RunInit(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		bridges = append(bridges, b)
 	}
 
-	// Limits are applied by a fresh copy of this binary that sets them and execs the
-	// command, so the init itself (its threads, its memory) is never bound by them.
-	prog, childArgv := "/proc/self/exe", argv
-	if len(limits) > 0 {
+	// Looked up here whichever way the command starts, so a missing command is 127 with
+	// our message and costs no second process.
+	prog, err := lookPath(argv[0])
+	if err != nil {
+		fmt.Fprintf(errw, "%s: %v\n", initName, err)
+		return 127
+	}
+	// Limits are set by a child that sets them on itself and execs the command, so the
+	// init (its threads, its memory) is never bound by them. prlimit's execvp finds the
+	// command on the same PATH and keeps argv[0] as given.
+	childArgv := argv
+	switch {
+	case len(limits) == 0:
+	case *prlimit != "":
+		prog = *prlimit
+		childArgv = append(append([]string{"prlimit"}, limits.prlimitArgs()...), "--")
+		childArgv = append(childArgv, argv...)
+	default:
+		prog = "/proc/self/exe"
 		childArgv = append([]string{os.Args[0], InitCommand, "--exec"}, limits.args()...)
 		childArgv = append(childArgv, "--")
 		childArgv = append(childArgv, argv...)
-	} else {
-		p, err := lookPath(argv[0])
-		if err != nil {
-			fmt.Fprintf(errw, "%s: %v\n", initName, err)
-			return 127
-		}
-		prog = p
 	}
 
 	stdio, err := newStdio(stdin, stdout, stderr)
@@ -175,9 +189,13 @@ func exitCode(ws syscall.WaitStatus) int {
 	return ws.ExitStatus()
 }
 
-// lookPath finds the command on the sandbox's PATH; names with a slash are used as is.
+// lookPath finds the command on the sandbox's PATH; names with a slash are used as is
+// once they exist.
 func lookPath(name string) (string, error) {
 	if strings.Contains(name, "/") {
+		if _, err := os.Stat(name); errors.Is(err, os.ErrNotExist) {
+			return "", fmt.Errorf("%s: not found", name)
+		}
 		return name, nil
 	}
 	p, err := exec.LookPath(name)
@@ -193,12 +211,13 @@ func lookPath(name string) (string, error) {
 // calls with nothing in between.
 func execWithLimits(argv []string, limits rlimitFlags, errw io.Writer) int {
 	prog, err := lookPath(argv[0])
-	if err == nil {
-		err = checkExecutable(prog)
-	}
 	if err != nil {
 		fmt.Fprintf(errw, "%s: %v\n", initName, err)
 		return 127
+	}
+	if err := checkExecutable(prog); err != nil {
+		fmt.Fprintf(errw, "%s: %v\n", initName, err)
+		return 126
 	}
 	progp, err := syscall.BytePtrFromString(prog)
 	if err != nil {
@@ -305,6 +324,16 @@ func (r *rlimitFlags) Set(v string) error {
 	}
 	*r = append(*r, rlimit{name, res, value})
 	return nil
+}
+
+// prlimitArgs are the limits as util-linux prlimit options, each setting the soft and
+// the hard limit; the flag names are prlimit's long option names.
+func (r rlimitFlags) prlimitArgs() []string {
+	out := make([]string, 0, len(r))
+	for _, l := range r {
+		out = append(out, "--"+l.name+"="+strconv.FormatUint(l.value, 10))
+	}
+	return out
 }
 
 func (r rlimitFlags) args() []string {

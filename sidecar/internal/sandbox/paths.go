@@ -3,7 +3,6 @@ package sandbox
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -102,40 +101,6 @@ func checkExecutable(p string) error {
 		return fmt.Errorf("%s is not executable", p)
 	}
 	return nil
-}
-
-// chownTree gives dir and everything below it to uid/gid. It works through an os.Root,
-// so a symlink planted in the tree can neither redirect the walk nor the chown outside
-// it, and it changes links themselves, never their targets. Files with more than one
-// hard link are left alone.
-func chownTree(dir string, uid, gid uint32) error {
-	root, err := os.OpenRoot(dir)
-	if err != nil {
-		return err
-	}
-	defer root.Close()
-	return fs.WalkDir(root.FS(), ".", func(name string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		info, err := d.Info()
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil
-			}
-			return err
-		}
-		st, ok := info.Sys().(*syscall.Stat_t)
-		if !ok || st.Uid == uid && st.Gid == gid {
-			return nil
-		}
-		if info.Mode().IsRegular() && st.Nlink > 1 {
-			// A second name for a file elsewhere (a hard link planted by an agent
-			// running unsandboxed): giving it away would give away the original.
-			return nil
-		}
-		return root.Lchown(name, int(uid), int(gid))
-	})
 }
 
 // removeSocket removes p if it is a Unix socket and refuses anything else, so a

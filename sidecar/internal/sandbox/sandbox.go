@@ -219,8 +219,17 @@ type Runner struct {
 	seccomp   []byte // assembled filter; nil when unsandboxed
 	noSeccomp bool   // tests only: prove the filter is what denies the calls
 	rootArgs  []string
+	etc       []etcData // synthetic passwd, group and hosts, the same for every sandbox
+	// prlimit is util-linux prlimit, through which the init sets the command's limits;
+	// empty: the init sets them by a second start of the istota binary (a Go start more).
+	prlimit   string
+	owned     *ownedTrees // nil unless switchTo
 	transport *http.Transport
 }
+
+// prlimitPath is where Debian and Ubuntu install util-linux prlimit. The sandbox binds
+// /usr read-only, so the same file is there inside.
+const prlimitPath = "/usr/bin/prlimit"
 
 // New checks cfg and prepares the socket directory. It refuses to run sandboxes as root.
 // logger may be nil.
@@ -237,6 +246,7 @@ func New(cfg Config, logger *slog.Logger) (*Runner, error) {
 		return nil, errors.New("sandbox: refusing to run sandboxes with gid 0: set the agent gid")
 	case euid == 0:
 		r.uid, r.gid, r.switchTo = cfg.AgentUID, cfg.AgentGID, true
+		r.owned = newOwnedTrees(r.uid, r.gid)
 	case cfg.AgentUID != 0 && int(cfg.AgentUID) != euid:
 		return nil, fmt.Errorf("sandbox: the sidecar runs as uid %d and cannot switch to agent uid %d: run it as root or leave the agent uid unset", euid, cfg.AgentUID)
 	default:
@@ -267,6 +277,14 @@ func New(cfg Config, logger *slog.Logger) (*Runner, error) {
 		}
 		r.seccomp = prog
 		r.rootArgs = systemRootArgs()
+		r.etc = syntheticEtc(r.uid, r.gid)
+		if len(cfg.Limits.flags()) > 0 {
+			if err := checkPrlimit(prlimitPath); err != nil {
+				logger.Info("sandbox: resource limits are set by a second start of the istota binary in every sandbox, which is slower", "reason", err)
+			} else {
+				r.prlimit = prlimitPath
+			}
+		}
 	} else {
 		logger.Warn("SANDBOX DISABLED: agent commands run directly on the host and can read everything the agent uid can; use this only for development",
 			"agent_uid", r.uid)
@@ -678,14 +696,19 @@ func (r *Runner) listenSocket(run *Run, name string) (net.Listener, string, erro
 }
 
 // ownTree makes dir and everything in it owned by the agent uid when the sidecar is
-// root, so files the sidecar wrote (a synced workspace) are the agent's to change.
+// root, so files the sidecar wrote (a synced workspace) are the agent's to change. Only
+// what changed since the last task is looked at (ownedTrees).
 func (r *Runner) ownTree(dir string) error {
 	if !r.switchTo {
 		return nil
 	}
-	if err := chownTree(dir, r.uid, r.gid); err != nil {
+	start := time.Now()
+	st, err := r.owned.give(dir)
+	if err != nil {
 		return fmt.Errorf("give %s to the agent uid: %w", dir, err)
 	}
+	r.logger.Debug("sandbox: tree given to the agent uid", "dir", dir, "dirs", st.dirs,
+		"dirs_listed", st.listed, "owners_changed", st.given, "took", time.Since(start))
 	return nil
 }
 
@@ -726,8 +749,8 @@ func (r *Runner) prepareSandbox(ctx context.Context, spec *Spec, run *Run) error
 	b.add("--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--new-session",
 		"--as-pid-1", "--cap-drop", "ALL", "--hostname", "istota")
 	b.add(r.rootArgs...)
-	for _, df := range syntheticEtc(r.uid, r.gid) {
-		f, err := dataFile(run.taskDir, df.name, df.data)
+	for _, df := range r.etc {
+		f, err := dataPipe(run.taskDir, df.name, df.data)
 		if err != nil {
 			return err
 		}
@@ -841,7 +864,7 @@ func (r *Runner) prepareSandbox(ctx context.Context, spec *Spec, run *Run) error
 
 	b.add("--remount-ro", "/")
 	if !r.noSeccomp {
-		f, err := dataFile(run.taskDir, "seccomp", r.seccomp)
+		f, err := dataPipe(run.taskDir, "seccomp", r.seccomp)
 		if err != nil {
 			return err
 		}
@@ -859,7 +882,7 @@ func (r *Runner) prepareSandbox(ctx context.Context, spec *Spec, run *Run) error
 		b.add("--setenv", k, v)
 	}
 
-	argsFile, err := dataFile(run.taskDir, "args", b.data())
+	argsFile, err := dataPipe(run.taskDir, "args", b.data())
 	if err != nil {
 		return err
 	}
@@ -872,6 +895,9 @@ func (r *Runner) prepareSandbox(ctx context.Context, spec *Spec, run *Run) error
 	cmdArgs := []string{"--args", "3", "--", SelfBinary, InitCommand}
 	for _, fw := range forwards {
 		cmdArgs = append(cmdArgs, "--forward", fw)
+	}
+	if r.prlimit != "" && len(r.cfg.Limits.flags()) > 0 {
+		cmdArgs = append(cmdArgs, "--prlimit", r.prlimit)
 	}
 	for _, l := range r.cfg.Limits.flags() {
 		cmdArgs = append(cmdArgs, "--rlimit", l)

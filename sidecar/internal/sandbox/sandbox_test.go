@@ -955,7 +955,7 @@ func TestChownTree(t *testing.T) {
 	if err := os.Link(outside, filepath.Join(dir, "hardlink")); err != nil {
 		t.Fatal(err)
 	}
-	if err := chownTree(dir, 65534, 65534); err != nil {
+	if _, err := newOwnedTrees(65534, 65534).give(dir); err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range []string{dir, filepath.Join(dir, "a.txt"), filepath.Join(dir, "sub"), filepath.Join(dir, "sub", "deeper"), filepath.Join(dir, "sub", "link")} {
@@ -965,5 +965,44 @@ func TestChownTree(t *testing.T) {
 	}
 	if uid, _ := fileOwner(t, outside); uid != 0 {
 		t.Errorf("the target of a symlink or hard link in the tree was given away (uid %d)", uid)
+	}
+}
+
+func TestDataPipe(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name string
+		size int
+		pipe bool
+	}{
+		{"small data in a pipe", 3000, true},
+		{"empty", 0, true},
+		{"more than a pipe holds, through a file", 300 << 10, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			data := []byte(strings.Repeat("x", tc.size))
+			f, err := dataPipe(dir, "args", data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			fi, err := f.Stat()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := fi.Mode()&os.ModeNamedPipe != 0; got != tc.pipe {
+				t.Errorf("a pipe = %v, want %v", got, tc.pipe)
+			}
+			got, err := io.ReadAll(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, data) {
+				t.Errorf("read %d bytes back, want the %d written", len(got), len(data))
+			}
+			if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+				t.Errorf("left behind in the task directory: %v", entries)
+			}
+		})
 	}
 }

@@ -132,7 +132,7 @@ type CredentialInfo struct {
 // ValidateCredentialName checks a credential name: 1 to 64 characters of lowercase
 // letters, digits, '_', '-' and '.', starting with a letter or digit.
 func ValidateCredentialName(name string) error {
-	if !credentialRE.MatchString(name) {
+	if !validCredentialName(name) {
 		return fmt.Errorf("%w name %q: use 1 to 64 lowercase letters, digits, '_', '-' and '.'", ErrInvalidCredential, name)
 	}
 	return nil

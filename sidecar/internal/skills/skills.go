@@ -140,14 +140,31 @@ func Usagef(format string, args ...any) Result {
 	return r
 }
 
+// Name patterns, their length bounds checked apart (the characters are ASCII, so bytes
+// are characters): a bounded repetition such as {0,63} compiles into a program as long
+// as its bound, and package variables are compiled at every start of the binary, which
+// is also every sandbox's init and every skill call inside one.
 var (
-	nameRE       = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
-	envNameRE    = regexp.MustCompile(`^[A-Z_][A-Z0-9_]{0,127}$`)
-	credentialRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,63}$`)
+	nameRE       = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]*$`)  // at most maxNameLen
+	envNameRE    = regexp.MustCompile(`^[A-Z_][A-Z0-9_]*$`)     // at most maxEnvNameLen
+	credentialRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]*$`) // at most maxNameLen
+)
+
+const (
+	maxNameLen    = 64
+	maxEnvNameLen = 128
 )
 
 // ValidName reports whether name can be a skill name.
-func ValidName(name string) bool { return nameRE.MatchString(name) }
+func ValidName(name string) bool { return len(name) <= maxNameLen && nameRE.MatchString(name) }
+
+func validEnvName(name string) bool {
+	return len(name) <= maxEnvNameLen && envNameRE.MatchString(name)
+}
+
+func validCredentialName(name string) bool {
+	return len(name) <= maxNameLen && credentialRE.MatchString(name)
+}
 
 // Registry holds the skills one sidecar offers. It is safe for concurrent use; skills
 // are normally all registered at startup.
@@ -182,7 +199,7 @@ func (r *Registry) Register(s Skill) error {
 
 func validate(s Skill) error {
 	if !ValidName(s.Name) {
-		return fmt.Errorf("name must match %s", nameRE)
+		return fmt.Errorf("name must match %s and be at most %d characters", nameRE, maxNameLen)
 	}
 	if s.Run == nil {
 		return fmt.Errorf("no Run function")
@@ -196,16 +213,16 @@ func validate(s Skill) error {
 	seen := map[string]bool{}
 	for _, v := range s.Env {
 		switch {
-		case !envNameRE.MatchString(v.Name):
-			return fmt.Errorf("environment variable %q: name must match %s", v.Name, envNameRE)
+		case !validEnvName(v.Name):
+			return fmt.Errorf("environment variable %q: name must match %s and be at most %d characters", v.Name, envNameRE, maxEnvNameLen)
 		case seen[v.Name]:
 			return fmt.Errorf("environment variable %s declared twice", v.Name)
 		case v.Sensitive && v.Credential == "":
 			// A secret must come from the user's own credentials, so that it is only
 			// ever handed out for the user it belongs to.
 			return fmt.Errorf("environment variable %s is sensitive but names no credential", v.Name)
-		case v.Credential != "" && !credentialRE.MatchString(v.Credential):
-			return fmt.Errorf("environment variable %s: credential name %q must match %s", v.Name, v.Credential, credentialRE)
+		case v.Credential != "" && !validCredentialName(v.Credential):
+			return fmt.Errorf("environment variable %s: credential name %q must match %s and be at most %d characters", v.Name, v.Credential, credentialRE, maxNameLen)
 		}
 		seen[v.Name] = true
 	}

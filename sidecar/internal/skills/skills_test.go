@@ -24,6 +24,19 @@ func openDB(t *testing.T) *store.DB {
 
 func noop(context.Context, Invocation) Result { return Result{} }
 
+func TestNameLengths(t *testing.T) {
+	// The bounds the patterns once held themselves ({0,63}, {0,127}).
+	if !ValidName(strings.Repeat("a", 64)) || ValidName(strings.Repeat("a", 65)) {
+		t.Error("skill names: want at most 64 characters")
+	}
+	if !validEnvName(strings.Repeat("A", 128)) || validEnvName(strings.Repeat("A", 129)) {
+		t.Error("environment names: want at most 128 characters")
+	}
+	if ValidateCredentialName(strings.Repeat("a", 64)) != nil || ValidateCredentialName(strings.Repeat("a", 65)) == nil {
+		t.Error("credential names: want at most 64 characters")
+	}
+}
+
 func TestRegister(t *testing.T) {
 	ok := Skill{Manifest: Manifest{Name: "email", Summary: "send mail", Env: []EnvVar{
 		{Name: "SMTP_PASSWORD", Sensitive: true, Credential: "smtp-password"},
@@ -41,6 +54,9 @@ func TestRegister(t *testing.T) {
 		{"env twice", func(s *Skill) { s.Env = append(s.Env, EnvVar{Name: "SMTP_HOST"}) }, "declared twice"},
 		{"sensitive without credential", func(s *Skill) { s.Env = []EnvVar{{Name: "TOKEN", Sensitive: true}} }, "names no credential"},
 		{"bad credential name", func(s *Skill) { s.Env = []EnvVar{{Name: "TOKEN", Credential: "../x"}} }, "credential name"},
+		{"name too long", func(s *Skill) { s.Name = strings.Repeat("a", 65) }, "at most 64"},
+		{"env name too long", func(s *Skill) { s.Env = []EnvVar{{Name: strings.Repeat("A", 129)}} }, "at most 128"},
+		{"credential name too long", func(s *Skill) { s.Env = []EnvVar{{Name: "TOKEN", Credential: strings.Repeat("a", 65)}} }, "at most 64"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := ok
