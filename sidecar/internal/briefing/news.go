@@ -7,17 +7,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"net/netip"
 	"net/url"
-	"slices"
 	"sort"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/istota/istota/sidecar/internal/safedial"
+	"github.com/istota/istota/sidecar/internal/webfetch"
 )
 
 // ErrPrivateAddress means a feed's host is, or resolves to, an address that is not
@@ -46,14 +44,12 @@ type FetcherOptions struct {
 	UserAgent string
 }
 
-// Fetcher reads RSS and Atom feeds from the public internet only: it dials through a
-// safedial.Dialer, which resolves each host itself, checks every address, and
-// connects to the checked address, so a name that resolves differently on a second
-// lookup (DNS rebinding) cannot slip through.
+// Fetcher reads RSS and Atom feeds from the public internet only, through a
+// webfetch.Client without allowlist: every address is checked when connecting (and the
+// checked one dialled), so neither a redirect nor DNS rebinding reaches a private one.
 type Fetcher struct {
-	opts   FetcherOptions
-	dialer *safedial.Dialer
-	client *http.Client
+	opts FetcherOptions
+	web  *webfetch.Client
 }
 
 // NewFetcher returns a Fetcher.
@@ -67,42 +63,15 @@ func NewFetcher(opts FetcherOptions) *Fetcher {
 	if opts.UserAgent == "" {
 		opts.UserAgent = "Istota-briefing/1"
 	}
-	f := &Fetcher{opts: opts, dialer: &safedial.Dialer{
-		AllowPrivate: slices.Clone(opts.AllowPrivate),
-		Resolver:     opts.Resolver,
-		HostAddrs:    opts.HostAddrs,
-	}}
-	f.client = &http.Client{
-		Transport: &http.Transport{
-			Proxy:                 nil, // a proxy would make the address checks meaningless
-			DialContext:           f.dial,
-			TLSHandshakeTimeout:   10 * time.Second,
-			ResponseHeaderTimeout: opts.Timeout,
-			MaxIdleConns:          4,
-			IdleConnTimeout:       30 * time.Second,
-		},
-		CheckRedirect: func(req *http.Request, via []*http.Request) error {
-			if len(via) >= 5 {
-				return errors.New("too many redirects")
-			}
-			if req.URL.Scheme != "http" && req.URL.Scheme != "https" {
-				return fmt.Errorf("redirect to a %s URL", req.URL.Scheme)
-			}
-			return nil
-		},
-	}
-	return f
-}
-
-// dial is the transport's only way out. A refusal is marked ErrPrivateAddress, so
-// callers can tell it from a feed that is down.
-func (f *Fetcher) dial(ctx context.Context, network, addr string) (net.Conn, error) {
-	c, err := f.dialer.DialContext(ctx, network, addr)
-	var ref *safedial.RefusedError
-	if errors.As(err, &ref) {
-		return nil, fmt.Errorf("%w: %w", ErrPrivateAddress, ref)
-	}
-	return c, err
+	return &Fetcher{opts: opts, web: webfetch.New(webfetch.Options{
+		AnyPublicHost: true,
+		AllowPrivate:  opts.AllowPrivate,
+		Timeout:       opts.Timeout,
+		MaxBytes:      opts.MaxBytes,
+		Resolver:      opts.Resolver,
+		HostAddrs:     opts.HostAddrs,
+		UserAgent:     opts.UserAgent,
+	})}
 }
 
 // Feed is what a briefing shows of a feed.
@@ -118,40 +87,25 @@ type Item struct {
 	Published time.Time
 }
 
-// Fetch reads the feed at rawURL and returns its newest max items.
+// Fetch reads the feed at rawURL and returns its newest max items. A refused address
+// is marked ErrPrivateAddress, so callers can tell it from a feed that is down.
 func (f *Fetcher) Fetch(ctx context.Context, rawURL string, max int) (Feed, error) {
-	u, err := url.Parse(rawURL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" || u.User != nil {
+	resp, err := f.web.Get(ctx, rawURL, "application/rss+xml, application/atom+xml, application/xml;q=0.9, text/xml;q=0.8, */*;q=0.1")
+	var ref *safedial.RefusedError
+	var status *webfetch.StatusError
+	switch {
+	case errors.Is(err, webfetch.ErrBadURL):
 		return Feed{}, errors.New("not an http(s) URL without credentials")
-	}
-	ctx, cancel := context.WithTimeout(ctx, f.opts.Timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
-	if err != nil {
+	case errors.As(err, &ref):
+		return Feed{}, fmt.Errorf("%w: %w", ErrPrivateAddress, ref)
+	case errors.As(err, &status):
+		return Feed{}, fmt.Errorf("the server answered %s", status.Status)
+	case err != nil:
 		return Feed{}, err
-	}
-	req.Header.Set("User-Agent", f.opts.UserAgent)
-	req.Header.Set("Accept", "application/rss+xml, application/atom+xml, application/xml;q=0.9, text/xml;q=0.8, */*;q=0.1")
-	resp, err := f.client.Do(req)
-	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err // the URL is the user's own and already in the section heading
-		}
-		return Feed{}, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return Feed{}, fmt.Errorf("the server answered %s", resp.Status)
-	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, f.opts.MaxBytes+1))
-	if err != nil {
-		return Feed{}, fmt.Errorf("read: %w", err)
-	}
-	if int64(len(body)) > f.opts.MaxBytes {
+	case resp.Truncated:
 		return Feed{}, fmt.Errorf("the feed is larger than %d KiB", f.opts.MaxBytes>>10)
 	}
-	return ParseFeed(body, max)
+	return ParseFeed(resp.Body, max)
 }
 
 // xmlFeed decodes RSS 2.0 (<rss><channel><item>), RSS 1.0 (<rdf:RDF><item>) and Atom

@@ -65,8 +65,13 @@ func Refused(err error) bool {
 
 // Options configure a Client. Zero values take the defaults.
 type Options struct {
-	// Allow is the allowlist (network.allowed_hosts). Empty allows nothing.
+	// Allow is the allowlist (network.allowed_hosts). Empty allows nothing, unless
+	// AnyPublicHost.
 	Allow []netproxy.Rule
+	// AnyPublicHost lifts the allowlist: every host may be fetched whose addresses are
+	// public (the feeds a user names in BRIEFINGS.md). Private addresses still need
+	// AllowPrivate.
+	AnyPublicHost bool
 	// AllowPrivate lists exact host:port entries (network.allow_private) that may
 	// resolve to private, loopback or this host's own addresses.
 	AllowPrivate []string
@@ -147,10 +152,14 @@ func (c *Client) check(u *url.URL) error {
 	if port == "" {
 		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
 	}
-	if !netproxy.Allows(c.opts.Allow, host, port) {
+	if !c.allows(host, port) {
 		return &NotAllowedError{HostPort: net.JoinHostPort(host, port)}
 	}
 	return nil
+}
+
+func (c *Client) allows(host, port string) bool {
+	return c.opts.AnyPublicHost || netproxy.Allows(c.opts.Allow, host, port)
 }
 
 // dial is the transport's only way out: the allowlist is checked once more on the
@@ -160,7 +169,7 @@ func (c *Client) dial(ctx context.Context, network, addr string) (net.Conn, erro
 	if err != nil {
 		return nil, err
 	}
-	if !netproxy.Allows(c.opts.Allow, host, port) {
+	if !c.allows(host, port) {
 		return nil, &NotAllowedError{HostPort: addr}
 	}
 	return c.dialer.DialContext(ctx, network, addr)
