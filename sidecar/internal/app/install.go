@@ -93,8 +93,7 @@ func cmdInstall(ctx context.Context, args []string, stdout, stderr io.Writer) er
 
 // serviceEnv is the environment the unit gives the service.
 func serviceEnv(o install.Options, home string) []string {
-	return []string{"HOME=" + home, "USER=" + o.User, "LOGNAME=" + o.User, "LANG=C.UTF-8",
-		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "ISTOTA_DATA_DIR=" + o.DataDir}
+	return append(install.AccountEnv(o.User, home), "ISTOTA_DATA_DIR="+o.DataDir)
 }
 
 // serviceCommand runs the installed binary with args as the unit would: as the service

@@ -38,7 +38,7 @@ func (OS) Run(ctx context.Context, account, dir string, name string, args ...str
 			return nil, err
 		}
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
-		env = []string{"HOME=" + home, "USER=" + account, "LOGNAME=" + account, "LANG=C.UTF-8"}
+		env = AccountEnv(account, home)
 	}
 	cmd.Env = append(withoutPath(env), "PATH="+servicePath)
 	var stdout, stderr bytes.Buffer
@@ -54,6 +54,12 @@ func (OS) Run(ctx context.Context, account, dir string, name string, args ...str
 		return stdout.Bytes(), fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, msg)
 	}
 	return stdout.Bytes(), nil
+}
+
+// AccountEnv is the clean environment a command gets when it runs as account, as
+// runuser(1) gives it (PATH included).
+func AccountEnv(account, home string) []string {
+	return []string{"HOME=" + home, "USER=" + account, "LOGNAME=" + account, "LANG=C.UTF-8", "PATH=" + servicePath}
 }
 
 func withoutPath(env []string) []string {
