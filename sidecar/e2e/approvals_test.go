@@ -249,3 +249,115 @@ timeout = "20s"
 		}
 	}
 }
+
+// A task that waits for an answer survives a crash of the sidecar: after SIGKILL and a
+// restart the task runs again, finds its question (no second one is posted), and the
+// asker's 👍 on the message posted before the crash sends exactly one mail.
+func TestApprovalSurvivesRestart(t *testing.T) {
+	srv := startMailServers(t)
+	f := newFixture(t, fakeapi.Script{fakeapi.Reply("Hello.")}, "apprr001")
+	send := fakeapi.Bash("Sending it.", "istota skill email send --to bob@example.org --subject 'Lunch SEND-R' --body 'See you at noon.'; echo \"exit=$?\"")
+	// The run cut short by the crash plays the first turn; the run after the restart
+	// asks for the same tool call again, then ends.
+	f.api.AddScript("SEND-R", fakeapi.Marker("SEND-R"), fakeapi.Script{send, send, fakeapi.Reply("Finished SEND-R.")})
+	cfg, err := os.OpenFile(f.sc.cfgPath, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(cfg, `[mail]
+enabled = true
+imap_addr = %q
+imap_tls = "none"
+imap_user = %q
+imap_password = %q
+smtp_addr = %q
+smtp_tls = "none"
+smtp_user = %q
+smtp_password = %q
+from = "Istota <%s>"
+poll_interval = "10s"
+allowed_recipient_domains = ["example.org"]
+[approvals]
+timeout = "10m"
+`, srv.imapAddr, e2eMailUser, e2eMailPass, srv.smtpAddr, e2eMailUser, e2eMailPass, e2eMailUser)
+	cfg.Close()
+	f.sc.start()
+
+	questions := func() []talktest.Posted {
+		var qs []talktest.Posted
+		for _, m := range f.talk.Messages() {
+			if m.Token == "apprr001" && strings.Contains(m.Message, "(approval #") {
+				qs = append(qs, m)
+			}
+		}
+		return qs
+	}
+	taskStatus := func() string {
+		var s string
+		f.sc.db().QueryRow(`SELECT status FROM tasks WHERE conversation_token = 'apprr001' ORDER BY id DESC LIMIT 1`).Scan(&s)
+		return s
+	}
+	f.talk.AddUserMessage("apprr001", 1, "alice", "@Istota SEND-R mail bob")
+	if status, ans := f.sc.post("/v1/talk/events", groupEvent("apprr001", 1, "alice", "@Istota SEND-R mail bob", nil)); status != 200 {
+		t.Fatalf("intake answered %d %v", status, ans)
+	}
+	waitFor(t, "the question", 2*time.Minute, func() bool { return len(questions()) == 1 && taskStatus() == "pending_confirmation" }, f.sc.logs)
+	q := questions()[0]
+
+	f.sc.kill()
+	waitFor(t, "the waiting agent to die with the sidecar", 30*time.Second, func() bool { return agentProcesses() == 0 }, f.sc.logs)
+	f.sc.start()
+	// The re-run reaches the same tool call and waits on the same question.
+	waitFor(t, "the re-run waiting again", 2*time.Minute, func() bool {
+		return taskStatus() == "pending_confirmation" && modelCalls(f.api, "SEND-R") >= 2
+	}, f.sc.logs)
+	if n := len(questions()); n != 1 {
+		t.Fatalf("%d questions posted, want the one from before the restart", n)
+	}
+	if n := len(srv.messages()); n != 0 {
+		t.Fatalf("%d mail(s) sent before the answer", n)
+	}
+	if status, ans := f.sc.post("/v1/talk/events", likeEvent("apprr001", q, "alice", "👍")); status != 200 {
+		t.Fatalf("intake answered %d %v", status, ans)
+	}
+	waitFor(t, "the answer", 2*time.Minute, func() bool {
+		for _, m := range f.talk.Messages() {
+			if m.Token == "apprr001" && strings.Contains(m.Message, "Finished SEND-R") {
+				return true
+			}
+		}
+		return false
+	}, f.sc.logs)
+	waitFor(t, "the approved mail", time.Minute, func() bool { return len(srv.messages()) >= 1 }, f.sc.logs)
+	time.Sleep(2 * time.Second)
+	if n := len(srv.messages()); n != 1 {
+		t.Errorf("%d mails sent, want exactly 1", n)
+	}
+	var approvals int
+	f.sc.db().QueryRow(`SELECT COUNT(*) FROM approvals`).Scan(&approvals)
+	if approvals != 1 {
+		t.Errorf("%d approval rows, want 1", approvals)
+	}
+	var decided string
+	f.sc.db().QueryRow(`SELECT status || ':' || decided_by || ':' || decided_via FROM approvals`).Scan(&decided)
+	if decided != "approved:alice:talk_reaction" {
+		t.Errorf("approval = %q", decided)
+	}
+	if s := taskStatus(); s != "completed" {
+		t.Errorf("task is %s", s)
+	}
+	if failures := f.api.Failures(); len(failures) > 0 {
+		t.Fatalf("fake API expectations failed: %v", failures)
+	}
+}
+
+// modelCalls counts the model requests of the named script conversation.
+func modelCalls(api *fakeapi.Server, conversation string) int {
+	n := 0
+	for _, r := range api.MessageRequests() {
+		if r.Conversation == conversation {
+			n++
+		}
+	}
+	return n
+}
