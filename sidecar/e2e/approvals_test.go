@@ -3,9 +3,12 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -360,4 +363,108 @@ func modelCalls(api *fakeapi.Server, conversation string) int {
 		}
 	}
 	return n
+}
+
+// Reaching a host of the admin's allowlist that the user has not approved before is an
+// external action: a command in the sandbox that connects to it through the network
+// proxy waits for the user's yes, asked in Talk; once approved the host is known for
+// that user (a later task reaches it without a question), while another user is asked
+// on their own and their 👎 keeps the connection from being made.
+func TestNewHostIsAskedAbout(t *testing.T) {
+	var hits atomic.Int64
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		fmt.Fprint(w, "origin-says-hello")
+	}))
+	defer origin.Close()
+	host := strings.TrimPrefix(origin.URL, "http://")
+	get := `exec 3<>/dev/tcp/127.0.0.1/3128 && printf 'GET http://` + host + `/ HTTP/1.1\r\nHost: ` + host + `\r\nConnection: close\r\n\r\n' >&3 && cat <&3; echo`
+	f := newFixtureWith(t, fakeapi.Script{fakeapi.Reply("Hello.")}, sidecarOptions{progressInterval: "0s",
+		allowedHosts: []string{host}, allowPrivate: []string{host}, extraConfig: "\n[approvals]\ntimeout = \"10m\"\n"},
+		"apprn001", "apprn002", "apprn003")
+	for _, m := range []string{"NET-A", "NET-B", "NET-C"} {
+		f.api.AddScript(m, fakeapi.Marker(m), fakeapi.Script{fakeapi.Bash("Fetching.", get), fakeapi.Reply("Finished " + m + ".")})
+	}
+	f.sc.start()
+	ask := func(token string, id int64, uid, marker string) {
+		t.Helper()
+		f.talk.AddUserMessage(token, id, uid, "@Istota "+marker)
+		if status, ans := f.sc.post("/v1/talk/events", groupEvent(token, id, uid, "@Istota "+marker, nil)); status != 200 {
+			t.Fatalf("intake answered %d %v", status, ans)
+		}
+	}
+	questions := func(token string) []talktest.Posted {
+		var qs []talktest.Posted
+		for _, m := range f.talk.Messages() {
+			if m.Token == token && strings.Contains(m.Message, "(approval #") {
+				qs = append(qs, m)
+			}
+		}
+		return qs
+	}
+	finished := func(token, marker string) {
+		t.Helper()
+		waitFor(t, "the answer to "+marker, 2*time.Minute, func() bool {
+			for _, m := range f.talk.Messages() {
+				if m.Token == token && strings.Contains(m.Message, "Finished "+marker) {
+					return true
+				}
+			}
+			return false
+		}, f.sc.logs)
+	}
+	toolResult := func(marker string) string {
+		for _, r := range f.api.MessageRequests() {
+			if r.Conversation == marker {
+				for _, b := range r.ToolResults() {
+					return b.Content
+				}
+			}
+		}
+		return ""
+	}
+
+	// A: alice's first connection asks; nothing reaches the host before her 👍.
+	ask("apprn001", 1, "alice", "NET-A")
+	waitFor(t, "the question about the host", 2*time.Minute, func() bool { return len(questions("apprn001")) == 1 }, f.sc.logs)
+	q := questions("apprn001")[0]
+	if !strings.Contains(q.Message, "Connect to "+host) {
+		t.Errorf("question = %q", q.Message)
+	}
+	time.Sleep(time.Second)
+	if n := hits.Load(); n != 0 {
+		t.Fatalf("the host was reached %d time(s) before the answer", n)
+	}
+	f.sc.post("/v1/talk/events", likeEvent("apprn001", q, "alice", "👍"))
+	finished("apprn001", "NET-A")
+	if out := toolResult("NET-A"); !strings.Contains(out, "origin-says-hello") {
+		t.Fatalf("approved connection: %q", out)
+	}
+
+	// B: a later task of alice's reaches the now known host without a question.
+	ask("apprn002", 11, "alice", "NET-B")
+	finished("apprn002", "NET-B")
+	if out := toolResult("NET-B"); !strings.Contains(out, "origin-says-hello") {
+		t.Fatalf("known host: %q", out)
+	}
+	if n := len(questions("apprn002")); n != 0 {
+		t.Errorf("%d question(s) about a host alice approved before", n)
+	}
+
+	// C: bob is asked on his own; his 👎 refuses the connection.
+	ask("apprn003", 21, "bob", "NET-C")
+	waitFor(t, "bob's question", 2*time.Minute, func() bool { return len(questions("apprn003")) == 1 }, f.sc.logs)
+	f.sc.post("/v1/talk/events", likeEvent("apprn003", questions("apprn003")[0], "bob", "👎"))
+	finished("apprn003", "NET-C")
+	if out := toolResult("NET-C"); strings.Contains(out, "origin-says-hello") || !strings.Contains(out, "403") || !strings.Contains(out, "bob refused it") {
+		t.Fatalf("refused connection: %q", out)
+	}
+	if n := hits.Load(); n != 2 {
+		t.Errorf("the host was reached %d times, want 2 (alice's two tasks)", n)
+	}
+	var refused int
+	f.sc.db().QueryRow(`SELECT COUNT(*) FROM audit_log WHERE component = 'netproxy' AND reason = 'not_approved' AND user_id = 'bob'`).Scan(&refused)
+	if refused != 1 {
+		t.Errorf("%d audit rows for bob's refused connection, want 1", refused)
+	}
 }

@@ -106,6 +106,8 @@ type sidecarOptions struct {
 	botUser, botPassword               string
 	// brainKind is brain.kind ("" is claude); model is brain.model.
 	brainKind, model string
+	// extraConfig is appended to the configuration file (whole TOML tables).
+	extraConfig string
 }
 
 func newSidecar(t testing.TB, o sidecarOptions) *sidecar {
@@ -156,6 +158,7 @@ allowed_hosts = %s
 allow_private = %s
 `, filepath.Join(dir, "data"), port, o.talkURL, s.secret, o.botUser, o.botPassword, o.botSecret, o.progressInterval, o.brainKind, o.model, claudeBinary(t), o.apiURL, o.apiKey, o.logLevel,
 		tomlList(o.allowedHosts), tomlList(o.allowPrivate))
+	cfg += o.extraConfig
 	s.cfgPath = filepath.Join(dir, "istota.toml")
 	if err := os.WriteFile(s.cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)

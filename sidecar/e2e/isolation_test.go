@@ -25,6 +25,9 @@ type isolationEnv struct {
 func newIsolationEnv(t *testing.T, o sidecarOptions) *isolationEnv {
 	t.Helper()
 	o.progressInterval, o.logLevel = "1h", "info"
+	// The cases probe the sandbox and the allowlist; a connection to an allowed host
+	// would otherwise wait for the user's yes (TestNewHostIsAskedAbout covers that).
+	o.extraConfig += "\n[approvals]\nexternal = \"allow\"\n"
 	f := newFixtureWith(t, nil, o, "isolate1")
 	f.sc.start()
 	return &isolationEnv{fixture: f, next: 100}

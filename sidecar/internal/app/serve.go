@@ -206,7 +206,6 @@ func openSidecar(ctx context.Context, cfg config.Config, log *slog.Logger, why p
 			return nil, fmt.Errorf("network.allow_private: %q must be one host:port of network.allowed_hosts, without a wildcard", e)
 		}
 	}
-	s.launcher.network = netproxy.New(netproxy.Options{Allow: allowed, AllowPrivate: cfg.Network.AllowPrivate, Audit: auditLog, Logger: log})
 	registry := skills.NewRegistry()
 	kvs := kv.New(s.db, nil)
 	creds, err := s.openCredentials(ctx)
@@ -223,6 +222,8 @@ func openSidecar(ctx context.Context, cfg config.Config, log *slog.Logger, why p
 		OnNotice: s.outbox.Wake,
 		Logger:   log.With("component", "approval"),
 	})
+	s.launcher.network = netproxy.New(netproxy.Options{Allow: allowed, AllowPrivate: cfg.Network.AllowPrivate,
+		Gate: hostApprovals{s.approvals}, Audit: auditLog, Logger: log})
 	s.openWeb(allowed)
 	if err := s.registerContentSkills(registry, kvs); err != nil {
 		return nil, err
@@ -380,6 +381,15 @@ func openSidecar(ctx context.Context, cfg config.Config, log *slog.Logger, why p
 }
 
 // approvalPolicies reads the admin's policies from the configuration (validated there).
+// hostApprovals lets the network proxy ask the approvals about a connection: reaching
+// a host the user has not approved before is an external action.
+type hostApprovals struct{ svc *approval.Service }
+
+func (h hostApprovals) AdmitHost(ctx context.Context, who netproxy.Identity, host string, port uint16) (bool, string, error) {
+	out, err := h.svc.CheckHost(ctx, approval.Who{UserID: who.UserID, TaskID: who.TaskID}, host, port)
+	return out.Allowed, out.Message, err
+}
+
 func approvalPolicies(c config.Approvals) approval.Policies {
 	return approval.Policies{Read: approval.Policy(c.Read), WriteOwn: approval.Policy(c.WriteOwn),
 		External: approval.Policy(c.External), Admin: approval.Policy(c.Admin)}

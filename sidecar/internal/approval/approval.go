@@ -66,6 +66,7 @@ type Request struct {
 	Kind        string    `json:"kind"`
 	Name        string    `json:"name"`
 	Summary     string    `json:"summary"`
+	Host        string    `json:"host,omitempty"`
 	Fingerprint string    `json:"-"`
 	AskToken    string    `json:"ask_token"`
 	Status      Status    `json:"status"`
@@ -247,9 +248,9 @@ func (s *Service) open(ctx context.Context, who Who, a Action) (Request, error) 
 			return err
 		}
 		res, err := tx.ExecContext(ctx, `INSERT INTO approvals
-			(task_id, user_id, tier, kind, name, summary, fingerprint, ask_token, created_at, expires_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			who.TaskID, who.UserID, a.Tier, a.Kind, a.Name, a.Summary, fp, token,
+			(task_id, user_id, tier, kind, name, summary, host, fingerprint, ask_token, created_at, expires_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			who.TaskID, who.UserID, a.Tier, a.Kind, a.Name, a.Summary, NormalizeHost(a.Host), fp, token,
 			store.FormatTime(now), store.FormatTime(now.Add(timeout)))
 		if err != nil {
 			return fmt.Errorf("insert: %w", err)
@@ -259,7 +260,7 @@ func (s *Service) open(ctx context.Context, who Who, a Action) (Request, error) 
 			return fmt.Errorf("insert: %w", err)
 		}
 		req = Request{ID: id, TaskID: who.TaskID, UserID: who.UserID, Tier: a.Tier, Kind: a.Kind, Name: a.Name,
-			Summary: a.Summary, Fingerprint: fp, AskToken: token, Status: Pending, CreatedAt: now, ExpiresAt: now.Add(timeout)}
+			Summary: a.Summary, Host: NormalizeHost(a.Host), Fingerprint: fp, AskToken: token, Status: Pending, CreatedAt: now, ExpiresAt: now.Add(timeout)}
 		fresh = true
 		if token == "" || s.out == nil {
 			return nil
@@ -428,7 +429,7 @@ func (s *Service) consume(ctx context.Context, id int64) error {
 	return nil
 }
 
-const columns = `id, task_id, user_id, tier, kind, name, summary, fingerprint, ask_token, status,
+const columns = `id, task_id, user_id, tier, kind, name, summary, host, fingerprint, ask_token, status,
 	decided_by, decided_via, used, created_at, expires_at, decided_at`
 
 type scanner interface{ Scan(dest ...any) error }
@@ -439,7 +440,7 @@ func scan(row scanner) (Request, error) {
 		tier, status          string
 		created, exp, decided string
 	)
-	err := row.Scan(&r.ID, &r.TaskID, &r.UserID, &tier, &r.Kind, &r.Name, &r.Summary, &r.Fingerprint, &r.AskToken,
+	err := row.Scan(&r.ID, &r.TaskID, &r.UserID, &tier, &r.Kind, &r.Name, &r.Summary, &r.Host, &r.Fingerprint, &r.AskToken,
 		&status, &r.DecidedBy, &r.DecidedVia, &r.Used, &created, &exp, &decided)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Request{}, store.ErrNotFound

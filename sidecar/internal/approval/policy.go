@@ -9,6 +9,7 @@ package approval
 import (
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"strings"
 )
 
@@ -21,7 +22,8 @@ const (
 	TierRead Tier = "read"
 	// TierWriteOwn changes the user's own workspace.
 	TierWriteOwn Tier = "write_own"
-	// TierExternal reaches outside: sends mail, writes calendars, fetches from the web.
+	// TierExternal reaches outside: sends mail, writes calendars, fetches from the web,
+	// connects to a host of the allowlist the user has not approved before.
 	TierExternal Tier = "external"
 	// TierAdmin is anything beyond the user's own data (admin-only skills and commands).
 	TierAdmin Tier = "admin"
@@ -169,6 +171,10 @@ type Action struct {
 	// Input is everything that makes two calls the same action (arguments, stdin); it
 	// is only hashed, never shown.
 	Input []byte
+	// Host is the network host the action reaches, if any (a fetched page's host). Once
+	// the user approved it, the network proxy lets their tasks reach that host again
+	// without asking (see CheckHost).
+	Host string
 }
 
 // Claude Code's own tools, by tier. Tools not listed are external: an unknown tool may
@@ -198,7 +204,25 @@ func ClassifyTool(name string, input json.RawMessage) Action {
 			tier = TierExternal
 		}
 	}
-	return Action{Tier: tier, Kind: "tool", Name: name, Summary: toolSummary(name, input), Input: input}
+	return Action{Tier: tier, Kind: "tool", Name: name, Summary: toolSummary(name, input), Input: input, Host: toolHost(name, input)}
+}
+
+// toolHost is the host a web tool reaches: WebFetch's url.
+func toolHost(name string, input json.RawMessage) string {
+	if name != "WebFetch" {
+		return ""
+	}
+	var args struct {
+		URL string `json:"url"`
+	}
+	if json.Unmarshal(input, &args) != nil {
+		return ""
+	}
+	u, err := url.Parse(args.URL)
+	if err != nil {
+		return ""
+	}
+	return NormalizeHost(u.Hostname())
 }
 
 // toolSummary describes a tool call from the fields that say what it touches.

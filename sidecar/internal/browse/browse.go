@@ -132,11 +132,7 @@ func run(ctx context.Context, opts Options, inv skills.Invocation) skills.Result
 	if err != nil {
 		return skills.Usagef("browse: %v\nusage: istota skill %s", err, usage)
 	}
-	u, err := url.Parse(c.url)
-	if err == nil && u.Scheme == "" && u.Host == "" && !strings.Contains(c.url, ":") {
-		// "example.org/page": the scheme was left out.
-		u, err = url.Parse("https://" + c.url)
-	}
+	u, err := pageURL(c.url)
 	if err != nil {
 		return skills.Usagef("browse: %q is not a URL", c.url)
 	}
@@ -279,5 +275,18 @@ func classify(_ context.Context, inv skills.Invocation) approval.Action {
 	if err != nil {
 		return approval.Action{Tier: approval.TierRead} // refused as usage anyway
 	}
-	return approval.Action{Tier: approval.TierExternal, Summary: "Fetch the web page " + c.url}
+	a := approval.Action{Tier: approval.TierExternal, Summary: "Fetch the web page " + c.url}
+	if u, err := pageURL(c.url); err == nil {
+		a.Host = u.Hostname()
+	}
+	return a
+}
+
+// pageURL parses the page argument; "example.org/page" means https.
+func pageURL(raw string) (*url.URL, error) {
+	u, err := url.Parse(raw)
+	if err == nil && u.Scheme == "" && u.Host == "" && !strings.Contains(raw, ":") {
+		u, err = url.Parse("https://" + raw)
+	}
+	return u, err
 }

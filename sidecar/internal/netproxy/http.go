@@ -69,6 +69,47 @@ func (s *session) block(ctx context.Context, cc *clientConn, t target, r refusal
 	s.fail(cc, http.StatusForbidden, ErrorBlocked, msg)
 }
 
+// admitHost asks the gate whether the task may reach t (once per host and session); on
+// a refusal it has answered the client.
+func (s *session) admitHost(ctx context.Context, cc *clientConn, t target) bool {
+	if s.p.gate == nil {
+		return true
+	}
+	s.mu.Lock()
+	g := s.hostGates[t.host]
+	if g == nil {
+		g = &sync.Mutex{}
+		s.hostGates[t.host] = g
+	}
+	s.mu.Unlock()
+	g.Lock()
+	defer g.Unlock()
+	s.mu.Lock()
+	known := s.admitted[t.host]
+	s.mu.Unlock()
+	if known {
+		return true
+	}
+	ok, msg, err := s.p.gate.AdmitHost(ctx, s.who, t.host, t.port)
+	switch {
+	case err != nil && ctx.Err() != nil:
+		s.fail(cc, http.StatusServiceUnavailable, "task-ended", "the task ended while it waited for the user's answer")
+		return false
+	case err != nil:
+		s.log.Error("netproxy: approvals check failed", "target", t.String(), "err", err)
+		s.fail(cc, http.StatusServiceUnavailable, "approvals-unavailable", "the approvals check is unavailable; try again later")
+		return false
+	case !ok:
+		s.refuse(ctx, t.String(), refusal{reason: audit.ReasonNotApproved, detail: msg})
+		s.fail(cc, http.StatusForbidden, ErrorNotApproved, "connection to "+t.String()+" refused: "+msg)
+		return false
+	}
+	s.mu.Lock()
+	s.admitted[t.host] = true
+	s.mu.Unlock()
+	return true
+}
+
 // badRequest answers 400, records it, and ends the connection.
 func (s *session) badRequest(ctx context.Context, cc *clientConn, action, detail, msg string) {
 	s.refuse(ctx, action, refusal{reason: audit.ReasonBadRequest, detail: detail})
@@ -360,6 +401,9 @@ func (s *session) open(ctx context.Context, cc *clientConn, t target) (net.Conn,
 	case err != nil:
 		s.log.Debug("proxy lookup failed", "target", t.String(), "err", err)
 		s.fail(cc, http.StatusBadGateway, "dns-failure", "cannot resolve "+t.host)
+		return nil, false
+	}
+	if !s.admitHost(ctx, cc, t) {
 		return nil, false
 	}
 	c, err := s.dial(ctx, addrs, t.port)

@@ -50,6 +50,9 @@ const (
 	ErrorHeader = "X-Proxy-Error"
 	// ErrorBlocked is ErrorHeader's value on every policy refusal (403).
 	ErrorBlocked = "blocked-by-allowlist"
+	// ErrorNotApproved is ErrorHeader's value when the host is allowed but the user did
+	// not approve reaching it (403).
+	ErrorNotApproved = "not-approved"
 )
 
 // Defaults for the zero fields of Options.
@@ -111,12 +114,24 @@ type Options struct {
 	// MaxConns bounds the open client connections of one Serve (one task); more are
 	// answered 503 and closed.
 	MaxConns int
+	// Gate decides, after the allowlist and the address checks, whether the task may
+	// open a connection to the host now: reaching a host is an external action of the
+	// approvals (a new host is asked about). It may wait for the user's answer. Nil
+	// admits every allowed host.
+	Gate HostGate
 	// Audit records refusals; nil records them in the log only.
 	Audit  *audit.Log
 	Logger *slog.Logger
 	// Clock is the time source of the audit log made when Audit is nil. Connection
 	// deadlines always use the real clock, as the kernel does.
 	Clock func() time.Time
+}
+
+// HostGate is the approvals check of a connection (the app wires *approval.Service).
+type HostGate interface {
+	// AdmitHost reports whether who may connect to host:port; when not, message says
+	// why, in words for the agent.
+	AdmitHost(ctx context.Context, who Identity, host string, port uint16) (ok bool, message string, err error)
 }
 
 // Proxy is the allowlist proxy. One Proxy serves every task; each task's listener runs
@@ -132,6 +147,7 @@ type Proxy struct {
 	idleTO       time.Duration
 	maxHeader    int
 	maxConns     int
+	gate         HostGate
 	audit        *audit.Log
 	logger       *slog.Logger
 	// strictTLSPorts are the ports whose tunnels must start with a TLS ClientHello.
@@ -157,6 +173,7 @@ func New(opts Options) *Proxy {
 		idleTO:         orDefault(opts.IdleTimeout, DefaultIdleTimeout),
 		maxHeader:      orDefault(opts.MaxHeaderBytes, DefaultMaxHeaderBytes),
 		maxConns:       orDefault(opts.MaxConns, DefaultMaxConns),
+		gate:           opts.Gate,
 		audit:          opts.Audit,
 		logger:         logger,
 		strictTLSPorts: map[uint16]bool{443: true},
@@ -226,11 +243,13 @@ func ProxyEnv(port int) map[string]string {
 func (p *Proxy) Serve(ctx context.Context, ln net.Listener, who Identity) error {
 	ctx, cancel := context.WithCancel(ctx)
 	s := &session{
-		p:       p,
-		who:     who,
-		log:     p.logger.With("user_id", who.UserID, "task_id", who.TaskID),
-		conns:   map[net.Conn]bool{},
-		audited: map[string]bool{},
+		p:         p,
+		who:       who,
+		log:       p.logger.With("user_id", who.UserID, "task_id", who.TaskID),
+		conns:     map[net.Conn]bool{},
+		audited:   map[string]bool{},
+		admitted:  map[string]bool{},
+		hostGates: map[string]*sync.Mutex{},
 	}
 	s.wg.Add(1)
 	go func() {
@@ -303,6 +322,12 @@ type session struct {
 	auditMu   sync.Mutex
 	audited   map[string]bool
 	auditFull bool
+
+	// hostGates serialises the gate's questions per host, so that parallel connections
+	// to one new host ask once while other hosts go on; admitted holds the hosts the gate
+	// let this task reach. Both under mu.
+	hostGates map[string]*sync.Mutex
+	admitted  map[string]bool
 }
 
 // admit registers a new client connection, or turns it away when the session is closing

@@ -1,0 +1,90 @@
+package approval
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/istota/istota/sidecar/internal/queue"
+)
+
+// Reaching a host is an external action: asked about once per new host, remembered
+// for the user once approved (in any task, and when a fetch of that host was approved),
+// refused when the tier denies, and never asked when it allows.
+func TestCheckHost(t *testing.T) {
+	f := newFixture(t, queue.SourceTalk, "room0001")
+	ctx := context.Background()
+
+	done := make(chan result, 1)
+	go func() {
+		o, err := f.svc.CheckHost(ctx, f.who(), "Pypi.ORG.", 443)
+		done <- result{o, err}
+	}()
+	req := f.waitPending(t, 1)[0]
+	if req.Host != "pypi.org" || req.Kind != KindNetwork || req.Tier != TierExternal || !strings.Contains(req.Summary, "Connect to pypi.org:443") {
+		t.Errorf("question = %+v", req)
+	}
+	if _, err := f.svc.Decide(ctx, req.ID, "alice", true, ViaPage); err != nil {
+		t.Fatal(err)
+	}
+	if r := receive(t, done); r.err != nil || !r.out.Allowed {
+		t.Fatalf("approved host = %+v, %v", r.out, r.err)
+	}
+
+	// Another task of alice's reaches it without a question; bob is asked.
+	other, _, err := f.q.Enqueue(ctx, queue.NewTask{UserID: "alice", Source: queue.SourceCron, Prompt: "check prices"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := f.svc.CheckHost(ctx, Who{UserID: "alice", TaskID: other.ID}, "pypi.org", 80); err != nil || !out.Allowed {
+		t.Fatalf("known host in another task = %+v, %v", out, err)
+	}
+	if known, _ := f.svc.KnownHost(ctx, "bob", "pypi.org"); known {
+		t.Error("alice's approval counts for bob")
+	}
+
+	// A denied host stays unknown and is refused.
+	go func() {
+		o, err := f.svc.CheckHost(ctx, f.who(), "evil.example", 443)
+		done <- result{o, err}
+	}()
+	req = f.waitPending(t, 1)[0]
+	f.svc.Decide(ctx, req.ID, "alice", false, ViaTalkReaction)
+	if r := receive(t, done); r.err != nil || r.out.Allowed || !strings.Contains(r.out.Message, "alice refused") {
+		t.Fatalf("denied host = %+v, %v", r.out, r.err)
+	}
+	if known, _ := f.svc.KnownHost(ctx, "alice", "evil.example"); known {
+		t.Error("a denied host became known")
+	}
+
+	// An approved WebFetch of a page makes its host known too.
+	fetch := ClassifyTool("WebFetch", json.RawMessage(`{"url":"https://Docs.Example.net/guide","prompt":"summarise"}`))
+	if fetch.Host != "docs.example.net" {
+		t.Fatalf("WebFetch host = %q", fetch.Host)
+	}
+	ch := f.checkAsync(ctx, fetch)
+	req = f.waitPending(t, 1)[0]
+	f.svc.Decide(ctx, req.ID, "alice", true, ViaPage)
+	if r := receive(t, ch); !r.out.Allowed {
+		t.Fatalf("fetch = %+v", r.out)
+	}
+	if out, err := f.svc.CheckHost(ctx, f.who(), "docs.example.net", 443); err != nil || !out.Allowed {
+		t.Fatalf("host of an approved fetch = %+v, %v", out, err)
+	}
+
+	// The tier's policy comes first: deny refuses even a known host, allow asks nothing.
+	f.defs.External = Deny
+	if out, _ := f.svc.CheckHost(ctx, f.who(), "pypi.org", 443); out.Allowed {
+		t.Error("a known host was reached although the external tier is set to deny")
+	}
+	f.defs.External = Allow
+	if out, _ := f.svc.CheckHost(ctx, f.who(), "new.example", 443); !out.Allowed {
+		t.Error("allow policy still asked or refused")
+	}
+	var questions int
+	f.db.Read.QueryRow(`SELECT COUNT(*) FROM approvals`).Scan(&questions)
+	if questions != 3 {
+		t.Errorf("%d questions asked, want 3 (pypi.org, evil.example, the fetch)", questions)
+	}
+}
