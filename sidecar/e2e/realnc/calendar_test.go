@@ -13,6 +13,12 @@ import (
 // it (read-only) with the bot account, as Nextcloud's Calendar app does.
 func (nc *nextcloud) makeCalendar(t *testing.T, user, name, summary string) {
 	t.Helper()
+	nc.makeSharedCalendar(t, user, name, summary, false)
+}
+
+// makeSharedCalendar is makeCalendar with the bot's share read-write when writable.
+func (nc *nextcloud) makeSharedCalendar(t *testing.T, user, name, summary string, writable bool) {
+	t.Helper()
 	base := "/remote.php/dav/calendars/" + user + "/" + name + "/"
 	mk := `<?xml version="1.0" encoding="utf-8"?>
 <c:mkcalendar xmlns:d="DAV:" xmlns:c="urn:ietf:params:xml:ns:caldav"><d:set><d:prop><d:displayname>` + name + `</d:displayname>
@@ -27,10 +33,24 @@ func (nc *nextcloud) makeCalendar(t *testing.T, user, name, summary string) {
 		t.Fatalf("PUT event: %d %s", st, raw)
 	}
 	share := `<?xml version="1.0" encoding="utf-8"?>
-<o:share xmlns:d="DAV:" xmlns:o="http://owncloud.org/ns"><o:set><d:href>principal:principals/users/istota</d:href><o:read-write>false</o:read-write></o:set></o:share>`
+<o:share xmlns:d="DAV:" xmlns:o="http://owncloud.org/ns"><o:set><d:href>principal:principals/users/istota</d:href><o:read-write>`+fmt.Sprint(writable)+`</o:read-write></o:set></o:share>`
 	if st, raw := nc.dav(t, user, "POST", base, []byte(share), map[string]string{"Content-Type": "application/xml; charset=utf-8"}); st/100 != 2 {
 		t.Fatalf("share %s with the bot: %d %s", base, st, raw)
 	}
+}
+
+// calendarData returns every event of one of user's calendars as iCalendar text.
+func (nc *nextcloud) calendarData(t *testing.T, user, name string) string {
+	t.Helper()
+	q := `<?xml version="1.0" encoding="utf-8"?>
+<c:calendar-query xmlns:d="DAV:" xmlns:c="urn:ietf:params:xml:ns:caldav"><d:prop><c:calendar-data/></d:prop>
+<c:filter><c:comp-filter name="VCALENDAR"/></c:filter></c:calendar-query>`
+	st, raw := nc.dav(t, user, "REPORT", "/remote.php/dav/calendars/"+user+"/"+name+"/", []byte(q),
+		map[string]string{"Content-Type": "application/xml; charset=utf-8", "Depth": "1"})
+	if st != 207 {
+		t.Fatalf("REPORT %s/%s: %d %s", user, name, st, raw)
+	}
+	return string(raw)
 }
 
 // testCalendars: an event in a calendar alice shares with the bot is read by the
