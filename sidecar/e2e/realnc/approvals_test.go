@@ -83,7 +83,9 @@ func testApprovals(t *testing.T, e *env) {
 		}
 		return strings.Join(out, "\n")
 	}
-	events := func(tag string) int { return strings.Count(nc.calendarData(t, "alice", "apprcal"), "SUMMARY:Dinner "+tag) }
+	events := func(tag string) int {
+		return strings.Count(nc.calendarData(t, "alice", "apprcal"), "SUMMARY:Dinner "+tag)
+	}
 
 	t.Run("talk reaction", func(t *testing.T) {
 		e.script("[appr-1]", create("[appr-ev1]"), fakeapi.Reply("Booked. [appr-1-done]"))
