@@ -217,7 +217,7 @@ func openSidecar(ctx context.Context, cfg config.Config, log *slog.Logger, why p
 	}
 	s.approvals = approval.New(s.db, s.queue, s.outbox, approval.Options{
 		Defaults: func() approval.Policies { return approvalPolicies(s.pages.settings.Effective().Approvals) },
-		Timeout:  func() time.Duration { return s.pages.settings.Effective().Approvals.Timeout.Duration },
+		Timeout:  s.approvalTimeout,
 		Audit:    auditLog,
 		OnNotice: s.outbox.Wake,
 		Logger:   log.With("component", "approval"),
@@ -381,6 +381,15 @@ func openSidecar(ctx context.Context, cfg config.Config, log *slog.Logger, why p
 }
 
 // approvalPolicies reads the admin's policies from the configuration (validated there).
+// approvalTimeout is how long a question waits for its answer now (the admin may change
+// it while the sidecar runs).
+func (s *sidecar) approvalTimeout() time.Duration {
+	if d := s.pages.settings.Effective().Approvals.Timeout.Duration; d > 0 {
+		return d
+	}
+	return approval.DefaultTimeout
+}
+
 // hostApprovals lets the network proxy ask the approvals about a connection: reaching
 // a host the user has not approved before is an external action.
 type hostApprovals struct{ svc *approval.Service }
@@ -405,7 +414,7 @@ func (s *sidecar) newBrain(cfg config.Config, log *slog.Logger) (brain.Brain, er
 			return nil, err
 		}
 		return claude.New(claude.Config{Binary: s.launcher.agentPath(), Model: cfg.Brain.Model, MaxTurns: cfg.Brain.MaxTurns,
-			Hook: hook, ApprovalWait: cfg.Approvals.Timeout.Duration}, log.With("component", "claude")), nil
+			Hook: hook, ApprovalWait: s.approvalTimeout}, log.With("component", "claude")), nil
 	}
 	usageLog := log.With("component", "openai")
 	b, err := openai.New(openai.Config{

@@ -67,10 +67,19 @@ type Config struct {
 	// call ("istota hook pre-tool-use" inside the sandbox), which asks the approvals
 	// check outside the sandbox. Empty runs no hook.
 	Hook string
-	// ApprovalWait is how long a tool call may wait for the user's answer: the hook's
-	// timeout, and the Bash tool's (a skill called from Bash may wait as long). Zero
-	// keeps Claude Code's own timeouts.
-	ApprovalWait time.Duration
+	// ApprovalWait is how long a tool call may wait for the user's answer now: the
+	// hook's timeout, and the Bash tool's (a skill called from Bash may wait as long).
+	// It is read at every run, so an admin's change applies to the next task. Nil or
+	// zero keeps Claude Code's own timeouts.
+	ApprovalWait func() time.Duration
+}
+
+// approvalWait is ApprovalWait's value now.
+func (cfg Config) approvalWait() time.Duration {
+	if cfg.ApprovalWait == nil {
+		return 0
+	}
+	return max(cfg.ApprovalWait(), 0)
 }
 
 // hookSettings is the --settings JSON that registers cfg's PreToolUse hook for every
@@ -78,8 +87,8 @@ type Config struct {
 // workspace can remove it.
 func hookSettings(cfg Config) string {
 	timeout := 60
-	if cfg.ApprovalWait > 0 {
-		timeout = int((cfg.ApprovalWait + time.Minute) / time.Second)
+	if w := cfg.approvalWait(); w > 0 {
+		timeout = int((w + time.Minute) / time.Second)
 	}
 	b, _ := json.Marshal(map[string]any{"hooks": map[string]any{"PreToolUse": []any{map[string]any{
 		"matcher": "*",
@@ -184,7 +193,7 @@ func (c *Claude) Env() map[string]string {
 		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
 		"CLAUDE_CODE_MAX_RETRIES":                  strconv.Itoa(retries),
 	}
-	if w := c.cfg.ApprovalWait; w > 0 {
+	if w := c.cfg.approvalWait(); w > 0 {
 		// A skill called from Bash may wait for the user's answer; Bash's own default
 		// of two minutes would cut it off. The task's timeout still bounds every run.
 		ms := strconv.FormatInt(int64((w+2*time.Minute)/time.Millisecond), 10)

@@ -360,3 +360,27 @@ func TestRunCancelledWithVerdict(t *testing.T) {
 		t.Errorf("result %+v: the verdict written on the way out is kept", res)
 	}
 }
+
+// The hook's and Bash's timeouts follow the approvals timeout as it is at each run: an
+// admin who lengthens it while the sidecar runs does not leave Bash cutting skills off.
+func TestApprovalWaitIsReadAtEachRun(t *testing.T) {
+	wait := 10 * time.Minute
+	c := New(Config{Binary: "/opt/istota/agent/claude", Hook: "/opt/istota/bin/istota hook pre-tool-use", ApprovalWait: func() time.Duration { return wait }}, nil)
+	check := func(wantMS, wantHook string) {
+		t.Helper()
+		env := c.Env()
+		if env["BASH_DEFAULT_TIMEOUT_MS"] != wantMS || env["BASH_MAX_TIMEOUT_MS"] != wantMS {
+			t.Errorf("Bash timeouts %v, want %s ms", env, wantMS)
+		}
+		argv, err := c.Args(brain.Request{Prompt: "hi"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s := strings.Join(argv, " "); !strings.Contains(s, `"timeout":`+wantHook) {
+			t.Errorf("hook settings lack a %s s timeout: %s", wantHook, s)
+		}
+	}
+	check("720000", "660")
+	wait = time.Hour
+	check("3720000", "3660")
+}
