@@ -220,7 +220,18 @@ func openSidecar(ctx context.Context, cfg config.Config, log *slog.Logger, why p
 		Timeout:  s.approvalTimeout,
 		Audit:    auditLog,
 		OnNotice: s.outbox.Wake,
-		Logger:   log.With("component", "approval"),
+		// The pool is made later; a question is only ever asked by a running task.
+		OnWait: func(taskID int64, waiting bool) {
+			if s.pool == nil {
+				return
+			}
+			if waiting {
+				s.pool.Park(taskID)
+			} else {
+				s.pool.Unpark(taskID)
+			}
+		},
+		Logger: log.With("component", "approval"),
 	})
 	s.launcher.network = netproxy.New(netproxy.Options{Allow: allowed, AllowPrivate: cfg.Network.AllowPrivate,
 		Gate: hostApprovals{s.approvals}, Audit: auditLog, Logger: log})

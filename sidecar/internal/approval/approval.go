@@ -104,6 +104,9 @@ type Options struct {
 	Audit *audit.Log
 	// OnNotice wakes the Talk outbox after a question was queued.
 	OnNotice func()
+	// OnWait is told when a task starts waiting for answers (true) and when it goes on
+	// (false), so the worker pool can give its slot to another task meanwhile.
+	OnWait func(taskID int64, waiting bool)
 	// PollInterval bounds how long a waiting call takes to see an answer given by
 	// another process (default 2 s); answers given in this process wake it at once.
 	PollInterval time.Duration
@@ -146,6 +149,9 @@ func New(db *store.DB, q *queue.Queue, ob *outbox.Outbox, opts Options) *Service
 	}
 	if opts.OnNotice == nil {
 		opts.OnNotice = func() {}
+	}
+	if opts.OnWait == nil {
+		opts.OnWait = func(int64, bool) {}
 	}
 	if opts.PollInterval <= 0 {
 		opts.PollInterval = 2 * time.Second
@@ -295,11 +301,13 @@ func (s *Service) wait(ctx context.Context, req Request) (Request, error) {
 			s.unpause(req.TaskID)
 			return req, fmt.Errorf("approval: hold task: %w", err)
 		}
+		s.opts.OnWait(req.TaskID, true)
 	}
 	defer func() {
 		if !s.unpause(req.TaskID) {
 			return // another question of the task still waits
 		}
+		s.opts.OnWait(req.TaskID, false)
 		// Back to running whatever happened, unless the task was cancelled meanwhile.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()

@@ -3,7 +3,9 @@ package approval
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/istota/istota/sidecar/internal/queue"
@@ -86,5 +88,27 @@ func TestCheckHost(t *testing.T) {
 	f.db.Read.QueryRow(`SELECT COUNT(*) FROM approvals`).Scan(&questions)
 	if questions != 3 {
 		t.Errorf("%d questions asked, want 3 (pypi.org, evil.example, the fetch)", questions)
+	}
+}
+
+// While a task waits for answers the pool is told once, and again when it goes on.
+func TestWaitIsReported(t *testing.T) {
+	f := newFixture(t, queue.SourceTalk, "room0001")
+	var mu sync.Mutex
+	var seen []string
+	f.svc.opts.OnWait = func(id int64, waiting bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		seen = append(seen, fmt.Sprintf("%d:%v", id, waiting))
+	}
+	ctx := context.Background()
+	done := f.checkAsync(ctx, mailBob)
+	req := f.waitPending(t, 1)[0]
+	f.svc.Decide(ctx, req.ID, "alice", true, ViaPage)
+	receive(t, done)
+	mu.Lock()
+	defer mu.Unlock()
+	if want := fmt.Sprintf("[%d:true %d:false]", f.task.ID, f.task.ID); fmt.Sprint(seen) != want {
+		t.Errorf("OnWait calls %v, want %s", seen, want)
 	}
 }

@@ -49,6 +49,10 @@ type Options struct {
 	RenewEvery time.Duration
 	// Logger receives the pool's own events; default discards.
 	Logger *slog.Logger
+	// MaxParked is how many tasks waiting for the user's answer (Park) may stand aside
+	// so that others use their slots; default Max, negative for none. Their agents stay
+	// alive (the turn is held), so this bounds the extra processes.
+	MaxParked int
 	// FailNotice, if set, runs inside the transaction in which the pool itself fails a
 	// task (its handler panicked or returned without completing or failing it), so that
 	// the caller can queue a notice to the user as its handler would.
@@ -96,6 +100,8 @@ type Pool struct {
 type run struct {
 	task   queue.Task
 	cancel context.CancelCauseFunc
+	// parked: the task waits for the user's answer (see Park).
+	parked bool
 }
 
 // New returns a Pool that runs handle for tasks of q. Call Start to begin.
@@ -110,6 +116,12 @@ func New(q *queue.Queue, handle Handler, opts Options) *Pool {
 		opts.ReservedInteractive = 0
 	}
 	opts.ReservedInteractive = min(opts.ReservedInteractive, opts.Max-1)
+	switch {
+	case opts.MaxParked == 0:
+		opts.MaxParked = opts.Max
+	case opts.MaxParked < 0:
+		opts.MaxParked = 0
+	}
 	if opts.Owner == "" {
 		host, _ := os.Hostname()
 		opts.Owner = fmt.Sprintf("%s:%d:%d", host, os.Getpid(), time.Now().UnixNano())
@@ -212,17 +224,46 @@ func (p *Pool) Running() []int64 {
 	return ids
 }
 
-// Stats reports the number of busy slots and the global cap.
+// Stats reports the number of busy slots (parked tasks do not count) and the global cap.
 func (p *Pool) Stats() (busy, max int) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.runs), p.opts.Max
+	return p.busy(), p.opts.Max
 }
 
+// busy counts the slots in use: every run but the parked ones (up to MaxParked).
 func (p *Pool) busy() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return len(p.runs)
+	parked := 0
+	for _, r := range p.runs {
+		if r.parked {
+			parked++
+		}
+	}
+	return len(p.runs) - min(parked, p.opts.MaxParked)
+}
+
+// Park marks a running task as waiting for the user's answer (an approval question
+// that may wait half an hour): its slot goes to the next task while it waits, up to
+// MaxParked such tasks. Unpark when it goes on; the pool then runs over Max until
+// enough tasks finish, rather than keep an answered task waiting for a slot.
+func (p *Pool) Park(taskID int64) {
+	if p.setParked(taskID, true) {
+		p.Wake()
+	}
+}
+
+// Unpark ends Park.
+func (p *Pool) Unpark(taskID int64) { p.setParked(taskID, false) }
+
+func (p *Pool) setParked(taskID int64, parked bool) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	r, ok := p.runs[taskID]
+	if !ok || r.parked == parked {
+		return false
+	}
+	r.parked = parked
+	return true
 }
 
 // loop is the dispatcher. It claims until ctx is cancelled or Close is called, then keeps

@@ -555,3 +555,44 @@ func TestReclaimsExpiredLeases(t *testing.T) {
 	}
 	tr.check()
 }
+
+// A task waiting for the user's answer (parked) gives its slot to the next task, up to
+// MaxParked of them; when it goes on the pool runs over Max and claims nothing more until
+// enough tasks finished.
+func TestParkedTaskFreesItsSlot(t *testing.T) {
+	q, _ := newQueue(t, queue.Options{})
+	tr := newTracker(t, q, "test-owner")
+	var ids []int64
+	for i := range 4 {
+		ids = append(ids, enqueue(t, q, fmt.Sprintf("user%d", i), true).ID)
+	}
+	p := startPool(t, q, tr.handle, Options{Max: 1, ReservedInteractive: -1, MaxParked: 1})
+
+	waitFor(t, "the first task running", func() bool { return tr.isActive(ids[0]) })
+	p.Park(ids[0])
+	waitFor(t, "the second task in the parked one's slot", func() bool { return tr.isActive(ids[1]) })
+	p.Park(ids[1]) // beyond MaxParked: still holds its slot
+	p.Wake()
+	time.Sleep(settleTime)
+	if got := tr.activeCount(); got != 2 {
+		t.Fatalf("%d handlers running, want 2 (one parked, one over MaxParked)", got)
+	}
+	if busy, _ := p.Stats(); busy != 1 {
+		t.Errorf("Stats busy = %d, want 1", busy)
+	}
+
+	// Both go on: over Max, nothing more is claimed.
+	p.Unpark(ids[0])
+	p.Unpark(ids[1])
+	p.Wake()
+	time.Sleep(settleTime)
+	if got := tr.activeCount(); got != 2 || tr.isActive(ids[2]) {
+		t.Fatalf("%d handlers running after the answers, want the 2 that went on", got)
+	}
+	close(tr.gate)
+	waitFor(t, "all tasks completed", func() bool { return stats(t, q).Completed == 4 })
+	tr.check()
+	if tr.maxActive != 2 {
+		t.Errorf("at most %d handlers ran at once, want 2", tr.maxActive)
+	}
+}
