@@ -80,6 +80,7 @@ func TestNextcloud(t *testing.T) {
 		{"pages", testPages},
 		{"files", testFiles},
 		{"calendars", testCalendars},
+		{"ncskill", testNextcloudSkill},
 		{"settings api", testSettingsAPI},
 		{"access", testAccess},
 		{"figures", testFigures},
