@@ -38,18 +38,23 @@ func (e *env) approveAll(t *testing.T, user string) []string {
 	return out
 }
 
-// askApproving posts text as user and, until the bot replies to it, approves whatever
-// the task asks; it returns the reply and the questions that were approved.
-func (e *env) askApproving(t *testing.T, user, token, text string) (chatMessage, []string) {
+// askApproving posts text as user and, until the bot's answer carrying want arrives
+// (the questions are replies to the message too), approves whatever the task asks; it
+// returns the answer and the questions that were approved.
+func (e *env) askApproving(t *testing.T, user, token, text, want string) (chatMessage, []string) {
 	t.Helper()
 	id, _ := e.nc.post(t, user, token, text)
 	var got chatMessage
 	var asked []string
-	waitUntil(t, "the bot's reply to "+strconv.Quote(text), 3*time.Minute, func() bool {
+	waitUntil(t, "the bot's answer to "+strconv.Quote(text), 3*time.Minute, func() bool {
 		asked = append(asked, e.approveAll(t, user)...)
-		var ok bool
-		got, ok = replyTo(e.nc.messages(t, user, token), id)
-		return ok
+		for _, m := range e.nc.messages(t, user, token) {
+			if m.fromBot() && m.ID > id && strings.Contains(m.Message, want) {
+				got = m
+				return true
+			}
+		}
+		return false
 	}, e.sc.logs)
 	return got, asked
 }
@@ -123,7 +128,7 @@ func testNextcloudSkill(t *testing.T, e *env) {
 			"echo '[ncs-listing]'; istota skill nextcloud shares",
 		}, "; echo; ")
 		e.script("[ncs-share]", fakeapi.Bash("Sharing it.", cmd), fakeapi.Reply("Shared with Bob and as a link. [ncs-share-answer]"))
-		got, asked := e.askApproving(t, "alice", nts, "Share my Q3 report with Bob and make a link [ncs-share]")
+		got, asked := e.askApproving(t, "alice", nts, "Share my Q3 report with Bob and make a link [ncs-share]", "[ncs-share-answer]")
 		if !strings.Contains(got.Message, "[ncs-share-answer]") {
 			t.Fatalf("answer: %q", got.Message)
 		}
@@ -175,7 +180,7 @@ func testNextcloudSkill(t *testing.T, e *env) {
 	t.Run("post into a conversation she is in", func(t *testing.T) {
 		cmd := fmt.Sprintf("echo '[ncs-convs]'; istota skill nextcloud conversations; istota skill nextcloud post %s 'The Q3 report is shared with Bob. [ncs-posted]'", team)
 		e.script("[ncs-post]", fakeapi.Bash("Posting.", cmd), fakeapi.Reply("Posted in the team room. [ncs-post-answer]"))
-		got, asked := e.askApproving(t, "alice", nts, "Tell the team the report is shared [ncs-post]")
+		got, asked := e.askApproving(t, "alice", nts, "Tell the team the report is shared [ncs-post]", "[ncs-post-answer]")
 		if !strings.Contains(got.Message, "[ncs-post-answer]") {
 			t.Fatalf("answer: %q", got.Message)
 		}
@@ -207,7 +212,7 @@ func testNextcloudSkill(t *testing.T, e *env) {
 			fmt.Sprintf("istota skill nextcloud post %s 'alice was here [ncs-intruder]'; echo exit=$?", bobsRoom),
 		}, "; ")
 		e.script("[ncs-refuse]", fakeapi.Bash("Trying.", cmd), fakeapi.Reply("Some of that was refused. [ncs-refuse-answer]"))
-		got, _ := e.askApproving(t, "alice", nts, "Share bob's things and post in his room [ncs-refuse]")
+		got, _ := e.askApproving(t, "alice", nts, "Share bob's things and post in his room [ncs-refuse]", "[ncs-refuse-answer]")
 		if !strings.Contains(got.Message, "[ncs-refuse-answer]") {
 			t.Fatalf("answer: %q", got.Message)
 		}
