@@ -507,3 +507,26 @@ func TestThroughTheCredentialProxy(t *testing.T) {
 		t.Fatalf("gate saw %+v", g.seen)
 	}
 }
+
+// The skill is described in the prompt only when the request is about sharing, folders
+// or conversations.
+func TestLoadedIntoThePromptSelectively(t *testing.T) {
+	e := newEnv(t)
+	reg := skills.NewRegistry()
+	if err := reg.Register(e.skill); err != nil {
+		t.Fatal(err)
+	}
+	for text, want := range map[string]bool{
+		"Share my Q3 report with Bob":            true,
+		"make a link to the slides for the team": true,
+		"Create a folder Projects/2026":          true,
+		"Tell the team conversation I am late":   true,
+		"What is the weather in Ljubljana?":      false,
+		"Remind me to call mum":                  false,
+	} {
+		described, _ := reg.ForPrompt(skills.Request{Text: text})
+		if got := len(described) == 1; got != want {
+			t.Errorf("%q: described %t, want %t", text, got, want)
+		}
+	}
+}
