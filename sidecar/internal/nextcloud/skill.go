@@ -104,10 +104,12 @@ func Skill(opts Options) (skills.Skill, error) {
 	}
 	return skills.Skill{
 		Manifest: skills.Manifest{
-			Name:     Name,
-			Summary:  "share the user's files (with people, groups or links), list shares, create folders, post to the user's Talk conversations",
-			Usage:    usage,
-			Classify: classify,
+			Name:    Name,
+			Summary: "share the user's files (with people, groups or links), list shares, create folders, post to the user's Talk conversations",
+			Usage:   usage,
+			Classify: func(ctx context.Context, inv skills.Invocation) approval.Action {
+				return classifyWith(ctx, opts.App, inv)
+			},
 			Load: skills.Load{Keywords: []string{
 				"share", "sharing", "link", "folder", "directory", "nextcloud", "files", "talk", "conversation", "post", "chat", "group",
 			}},
@@ -307,6 +309,22 @@ func checkPath(p string, rootOK bool) error {
 		return errors.New("give a file or folder below the user's home folder, not the home folder itself")
 	}
 	return nil
+}
+
+// classifyWith is classify, except that a post the app will refuse (the user is not in
+// the conversation, or the bot is not) is not asked about: it is refused without a
+// question. When the app cannot be asked, the post is classified as usual.
+func classifyWith(ctx context.Context, app App, inv skills.Invocation) approval.Action {
+	a := classify(ctx, inv)
+	if a.Tier != approval.TierExternal || len(inv.Args) == 0 || inv.Args[0] != "post" || inv.UserID == "" {
+		return a
+	}
+	c, _ := parse(inv.Args, inv.Stdin)
+	var rej *appcall.RejectedError
+	if _, err := app.PostTarget(ctx, inv.UserID, c.token); errors.As(err, &rej) {
+		return approval.Action{Tier: approval.TierRead, Summary: a.Summary + " (refused: " + rej.Message + ")"}
+	}
+	return a
 }
 
 // classify: sharing and posting reach other people (external); creating a folder

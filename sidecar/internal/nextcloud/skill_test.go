@@ -2,6 +2,7 @@ package nextcloud
 
 import (
 	"bytes"
+	"encoding/base64"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -503,8 +504,23 @@ func TestThroughTheCredentialProxy(t *testing.T) {
 	if st != http.StatusOK || out["exit_code"].(float64) != 2 {
 		t.Fatalf("bad input: %d %v", st, out)
 	}
-	if len(g.seen) != 3 || g.seen[0].Tier != approval.TierExternal || g.seen[1].Tier != approval.TierWriteOwn || g.seen[0].Name != "nextcloud share" {
+	// A post the app refuses is refused as such, without asking; one it allows is asked
+	// about (and here denied by the policy).
+	st, out = call("post", "bobs5678", "hello")
+	stderr, _ := base64.StdEncoding.DecodeString(fmt.Sprint(out["stderr"]))
+	if st != http.StatusOK || out["exit_code"].(float64) != 1 || !strings.Contains(string(stderr), "you are not in a conversation") {
+		t.Fatalf("post where alice is not: %d %v", st, out)
+	}
+	st, out = call("post", "team1234", "hello")
+	if st != http.StatusForbidden || out["error"].(map[string]any)["code"] != audit.ReasonNotApproved {
+		t.Fatalf("post where alice is, external denied: %d %v", st, out)
+	}
+	if len(g.seen) != 5 || g.seen[0].Tier != approval.TierExternal || g.seen[1].Tier != approval.TierWriteOwn || g.seen[0].Name != "nextcloud share" ||
+		g.seen[3].Tier != approval.TierRead || !strings.Contains(g.seen[3].Summary, "refused: you are not in a conversation") || g.seen[4].Tier != approval.TierExternal {
 		t.Fatalf("gate saw %+v", g.seen)
+	}
+	if _, err := e.outbox.DeliverDue(context.Background()); err != nil || len(e.talk.Messages()) != 0 {
+		t.Fatalf("something was posted: %v %v", e.talk.Messages(), err)
 	}
 }
 
