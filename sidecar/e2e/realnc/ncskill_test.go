@@ -2,6 +2,8 @@ package realnc
 
 import (
 	"fmt"
+	"io"
+	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
@@ -118,12 +120,11 @@ func testNextcloudSkill(t *testing.T, e *env) {
 	bobsRoom := nc.createRoom(t, "bob", roomGroup, "Bob alone")
 	nc.enableBot(t, "bob", bobsRoom)
 	expires := time.Now().UTC().AddDate(0, 0, 20).Format("2006-01-02")
-	const linkPassword = "Skill-Link-Pass-2026!"
 
 	t.Run("share, link, folder and list", func(t *testing.T) {
 		cmd := strings.Join([]string{
 			"istota skill nextcloud share 'Reports/q3-[ncs].txt' --user bob --note 'for the meeting'",
-			fmt.Sprintf("istota skill nextcloud share 'Reports/q3-[ncs].txt' --link --expires %s --password '%s' --json", expires, linkPassword),
+			fmt.Sprintf("istota skill nextcloud share 'Reports/q3-[ncs].txt' --link --expires %s --generate-password --json", expires),
 			"istota skill nextcloud mkdir Projects/2026/Q4-ncs",
 			"echo '[ncs-listing]'; istota skill nextcloud shares",
 		}, "; echo; ")
@@ -134,14 +135,21 @@ func testNextcloudSkill(t *testing.T, e *env) {
 		}
 		// Both shares were asked about (external); the folder was not (write-own).
 		if len(asked) != 2 || !strings.Contains(asked[0], "external: Share \"Reports/q3-[ncs].txt\" with the user bob") ||
-			!strings.Contains(asked[1], "Make a public link") || strings.Contains(strings.Join(asked, " "), linkPassword) {
+			!strings.Contains(asked[1], "Make a public link") || !strings.Contains(asked[1], "password protected, expires "+expires) {
 			t.Fatalf("questions: %q", asked)
 		}
 		out := e.toolOutput("[ncs-listing]")
 		mustContain(t, "the skill's output", out, "shared Reports/q3-[ncs].txt with the user bob (read", "created the folder Projects/2026/Q4-ncs",
 			`"type": "link"`, `"password": true`, `"expires": "`+expires+`"`, "Reports/q3-[ncs].txt as a public link http")
-		if strings.Contains(out, linkPassword) {
-			t.Fatalf("the link password came back in the output:\n%s", out)
+		var linkPassword string
+		if i := strings.Index(out, `"generated_password": "`); i >= 0 {
+			linkPassword, _, _ = strings.Cut(out[i+len(`"generated_password": "`):], `"`)
+		}
+		if len(linkPassword) < 20 {
+			t.Fatalf("no generated password in the output:\n%s", out)
+		}
+		if n := e.sc.count(t, `SELECT COUNT(*) FROM task_events WHERE text LIKE ?`, "%"+linkPassword+"%"); n != 0 {
+			t.Fatalf("the generated password is in %d task events", n)
 		}
 
 		// Bob sees the share, from alice, and can read the file.
@@ -169,6 +177,22 @@ func testNextcloudSkill(t *testing.T, e *env) {
 		}
 		if !strings.Contains(out, link.Token) {
 			t.Fatalf("the printed URL does not carry the link's token %s:\n%s", link.Token, out)
+		}
+		// The link opens with the generated password, and not without one.
+		for _, withPassword := range []bool{false, true} {
+			req, _ := http.NewRequest("GET", nc.URL+"/public.php/webdav/", nil)
+			if withPassword {
+				req.SetBasicAuth(link.Token, linkPassword)
+			}
+			resp, err := nc.client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if withPassword != (resp.StatusCode == 200 && strings.Contains(string(body), "[ncs-file]")) {
+				t.Fatalf("the public link (password given: %t): %d %.200s", withPassword, resp.StatusCode, body)
+			}
 		}
 		// The folder is in alice's files over WebDAV.
 		if names := nc.list(t, "alice", "Projects/2026"); len(names) != 1 || names[0] != "Q4-ncs" {

@@ -14,6 +14,7 @@ package nextcloud
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -52,14 +53,15 @@ const (
 
 const usage = `nextcloud share PATH --user UID [--edit] [--expires YYYY-MM-DD] [--note TEXT]
 nextcloud share PATH --group GID [--edit] [--expires YYYY-MM-DD] [--note TEXT]
-nextcloud share PATH --link [--password TEXT] [--expires YYYY-MM-DD] [--edit]
+nextcloud share PATH --link [--generate-password | --password TEXT] [--expires YYYY-MM-DD] [--edit]
 nextcloud shares [PATH] [--json]
 nextcloud mkdir PATH
 nextcloud conversations [--json]
 nextcloud post TOKEN [MESSAGE]     without MESSAGE the message is read from standard input
 PATH is a file or folder in the user's own Nextcloud files, from their home folder as the Files app shows it
 (Documents/report.pdf); it is not a path in /workspace. Files other people shared with the user cannot be shared on.
-Shares are read-only unless --edit. A link prints its URL; tell the user the password, it is not shown again.
+Shares are read-only unless --edit. A link prints its URL. Prefer --generate-password: the sidecar makes a strong
+password and prints it once (tell the user); a --password you type is visible in the task's log like any command.
 post has the bot write MESSAGE into a conversation the user is in and the bot was added to (see conversations).
 Sharing and posting ask the user first when approvals say so. Nextcloud's own sharing rules apply.`
 
@@ -135,7 +137,7 @@ type call struct {
 	path string // share, shares, mkdir
 	// share
 	kind, with, expires, password, note string
-	edit                                bool
+	edit, generate                      bool
 	// post
 	token, message string
 	json           bool
@@ -159,7 +161,7 @@ func parse(args []string, stdin []byte) (call, error) {
 	switch c.verb {
 	case "share":
 		flags = map[string]*string{"--user": &user, "--group": &group, "--expires": &c.expires, "--password": &c.password, "--note": &c.note}
-		bools = map[string]*bool{"--edit": &c.edit, "--link": &link, "--json": &c.json}
+		bools = map[string]*bool{"--edit": &c.edit, "--link": &link, "--json": &c.json, "--generate-password": &c.generate}
 	case "shares", "mkdir", "conversations", "post":
 	default:
 		return c, fmt.Errorf("unknown subcommand %q", c.verb)
@@ -219,8 +221,11 @@ func parse(args []string, stdin []byte) (call, error) {
 		if err := checkPath(c.path, false); err != nil {
 			return c, err
 		}
-		if c.password != "" && (user != "" || group != "") {
-			return c, errors.New("--password is for --link shares only")
+		if (c.password != "" || c.generate) && (user != "" || group != "") {
+			return c, errors.New("--password and --generate-password are for --link shares only")
+		}
+		if c.password != "" && c.generate {
+			return c, errors.New("give --password or --generate-password, not both")
 		}
 		if len(c.password) > maxPasswordBytes {
 			return c, fmt.Errorf("the password is longer than %d bytes", maxPasswordBytes)
@@ -365,7 +370,7 @@ func describeShare(c call) string {
 	} else {
 		notes = append(notes, "read-only")
 	}
-	if c.password != "" {
+	if c.password != "" || c.generate {
 		notes = append(notes, "password protected")
 	}
 	if c.expires != "" {
@@ -407,16 +412,69 @@ func (r *runner) share(ctx context.Context, c call) skills.Result {
 		perm = "edit"
 	}
 	what := describeShare(c)
+	password := c.password
+	if c.generate {
+		var err error
+		if password, err = generatePassword(); err != nil {
+			return skills.Internal("the password generator", err)
+		}
+	}
 	sh, err := r.opts.App.Share(ctx, appcall.ShareRequest{User: r.inv.UserID, Path: c.path, Type: c.kind, With: c.with,
-		Permissions: perm, Expires: c.expires, Password: c.password, Note: c.note})
+		Permissions: perm, Expires: c.expires, Password: password, Note: c.note})
 	if err != nil {
 		return r.failed(ctx, "share", what, err)
 	}
 	r.done(ctx, "share", fmt.Sprintf("%s: share %s", what, sh.ID))
 	if c.json {
+		if c.generate {
+			return jsonResult(struct {
+				appcall.Share
+				GeneratedPassword string `json:"generated_password"`
+			}{sh, password})
+		}
 		return jsonResult(sh)
 	}
-	return skills.Result{Stdout: []byte(formatShare(sh, true))}
+	out := formatShare(sh, true)
+	if c.generate {
+		out += "password: " + password + "\n(tell the user this password; it is not shown again)\n"
+	}
+	return skills.Result{Stdout: []byte(out)}
+}
+
+// passwordAlphabet leaves out characters that are easily mistaken for each other.
+const passwordAlphabet = "abcdefghijkmnpqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789"
+
+// generatePassword makes a link password of four groups of five characters joined by
+// "-" (about 116 bits), with lower and upper case letters and digits, so that the usual
+// password policies accept it.
+func generatePassword() (string, error) {
+	// Bytes at or above the largest multiple of the alphabet's size are skipped, so
+	// every character is equally likely.
+	limit := 256 - 256%len(passwordAlphabet)
+	buf := make([]byte, 64)
+	for {
+		var b strings.Builder
+		n := 0
+		for n < 20 {
+			if _, err := rand.Read(buf); err != nil {
+				return "", err
+			}
+			for _, x := range buf {
+				if int(x) >= limit || n == 20 {
+					continue
+				}
+				if n > 0 && n%5 == 0 {
+					b.WriteByte('-')
+				}
+				b.WriteByte(passwordAlphabet[int(x)%len(passwordAlphabet)])
+				n++
+			}
+		}
+		p := b.String()
+		if strings.ContainsAny(p, "abcdefghijkmnpqrstuvwxyz") && strings.ContainsAny(p, "ABCDEFGHJKLMNPQRSTUVWXYZ") && strings.ContainsAny(p, "23456789") {
+			return p, nil
+		}
+	}
 }
 
 func (r *runner) shares(ctx context.Context, c call) skills.Result {

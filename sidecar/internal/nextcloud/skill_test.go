@@ -291,6 +291,32 @@ func TestLinkWithPasswordAndExpiryNeverEchoesThePassword(t *testing.T) {
 	}
 }
 
+func TestAGeneratedPasswordIsShownOnceAndNowhereElse(t *testing.T) {
+	e := newEnv(t)
+	res := e.run(t, "alice", "", "share", "Documents/report.txt", "--link", "--generate-password")
+	if res.ExitCode != 0 {
+		t.Fatalf("share: %d %s", res.ExitCode, res.Stderr)
+	}
+	password := e.app.calls[0]["password"]
+	if len(password) != 23 || strings.Count(password, "-") != 3 {
+		t.Fatalf("generated password %q", password)
+	}
+	if !strings.Contains(string(res.Stdout), "password: "+password+"\n") || !strings.Contains(string(res.Stdout), "password protected") {
+		t.Fatalf("stdout %q", res.Stdout)
+	}
+	if strings.Contains(e.events(t)+fmt.Sprint(e.auditLines(t, "alice")), password) {
+		t.Fatal("the generated password is in the events or the audit log")
+	}
+	res = e.run(t, "alice", "", "share", "Documents/report.txt", "--link", "--generate-password", "--json")
+	var out struct {
+		URL               string `json:"url"`
+		GeneratedPassword string `json:"generated_password"`
+	}
+	if err := json.Unmarshal(res.Stdout, &out); err != nil || out.URL == "" || out.GeneratedPassword != e.app.calls[1]["password"] || out.GeneratedPassword == password {
+		t.Fatalf("json %s: %v", res.Stdout, err)
+	}
+}
+
 func TestAnotherUsersFileIsRefusedAndAudited(t *testing.T) {
 	e := newEnv(t)
 	res := e.run(t, "alice", "", "share", "FromBob/plan.txt", "--user", "carol")
@@ -327,7 +353,9 @@ func TestBadInputIsRefusedBeforeNextcloud(t *testing.T) {
 		{[]string{"share", "/", "--link"}, "not the home folder itself"},
 		{[]string{"share", "Documents"}, "exactly one of --user UID, --group GID or --link"},
 		{[]string{"share", "Documents", "--user", "bob", "--link"}, "exactly one of"},
-		{[]string{"share", "Documents", "--user", "bob", "--password", "x"}, "--password is for --link shares only"},
+		{[]string{"share", "Documents", "--user", "bob", "--password", "x"}, "are for --link shares only"},
+		{[]string{"share", "Documents", "--group", "staff", "--generate-password"}, "are for --link shares only"},
+		{[]string{"share", "Documents", "--link", "--generate-password", "--password", "x"}, "not both"},
 		{[]string{"share", "Documents", "--link", "--expires", "next week"}, "must be a date YYYY-MM-DD"},
 		{[]string{"share", "Documents", "--link", "--expires", "2099-02-30"}, "must be a date YYYY-MM-DD"},
 		{[]string{"share", "Documents", "--link", "--forever"}, `unknown option "--forever"`},
