@@ -11,6 +11,7 @@ namespace OCA\Istota\Controller;
 
 use OCA\Istota\AppInfo\Application;
 use OCA\Istota\Exception\BadSignatureException;
+use OCA\Istota\Exception\DelegateRefusedException;
 use OCA\Istota\Exception\InvalidInputException;
 use OCA\Istota\Exception\SidecarNotConfiguredException;
 use OCA\Istota\Exception\SidecarRejectedException;
@@ -35,6 +36,8 @@ use Psr\Log\LoggerInterface;
  * - A sidecar 503 with a code (e.g. "unavailable": Nextcloud's WebDAV is down): 503 with
  *   that code; any other sidecar 5xx: 502 "sidecar_error".
  * - A bad request the app refuses itself: 400 "invalid_request".
+ * - An action the sidecar asked for on a user's behalf that the user may not do: 403 with
+ *   the refusal's code (e.g. "not_owner", "not_participant").
  * - A request claiming to come from the sidecar without its signature: 401
  *   "bad_signature", counted by Nextcloud's brute-force protection.
  * - Anything else: 500 "internal", logged here, never shown.
@@ -83,6 +86,8 @@ abstract class OcsBaseController extends OCSController {
 			return $response;
 		} catch (InvalidInputException $e) {
 			return self::error(Http::STATUS_BAD_REQUEST, 'invalid_request', $e->getMessage());
+		} catch (DelegateRefusedException $e) {
+			return self::error(Http::STATUS_FORBIDDEN, $e->getErrorCode(), $e->getMessage());
 		} catch (SidecarNotConfiguredException $e) {
 			$this->logger->info('Istota sidecar is not configured: ' . $e->getMessage());
 			return self::error(Http::STATUS_SERVICE_UNAVAILABLE, 'sidecar_unavailable',

@@ -9,6 +9,7 @@ declare(strict_types=1);
 
 namespace OCA\Istota\Controller;
 
+use OCA\Istota\Service\NextcloudDelegate;
 use OCA\Istota\Service\RawBody;
 use OCA\Istota\Service\RequestSigner;
 use OCA\Istota\Service\SidecarReady;
@@ -35,6 +36,7 @@ class SidecarController extends OcsBaseController {
 		LoggerInterface $logger,
 		private readonly SidecarReady $ready,
 		private readonly RawBody $body,
+		private readonly NextcloudDelegate $delegate,
 	) {
 		parent::__construct($request, $userSession, $l10n, $logger);
 	}
@@ -56,6 +58,56 @@ class SidecarController extends OcsBaseController {
 	#[ApiRoute(verb: 'POST', url: '/api/v1/sidecar/posted')]
 	public function posted(): DataResponse {
 		return $this->respond(fn (): array => $this->ready->posted(
+			$this->request->getMethod(), $this->request->getRequestUri(), $this->signatureHeaders(), $this->body()));
+	}
+
+	/** The nextcloud skill: share a file or folder of the user's (NextcloudDelegate::share). */
+	#[PublicPage]
+	#[NoCSRFRequired]
+	#[BruteForceProtection(action: self::THROTTLE_ACTION)]
+	#[ApiRoute(verb: 'POST', url: '/api/v1/sidecar/nextcloud/share')]
+	public function share(): DataResponse {
+		return $this->respond(fn (): array => $this->delegate->share(
+			$this->request->getMethod(), $this->request->getRequestUri(), $this->signatureHeaders(), $this->body()));
+	}
+
+	/** The nextcloud skill: the user's shares (NextcloudDelegate::listShares). */
+	#[PublicPage]
+	#[NoCSRFRequired]
+	#[BruteForceProtection(action: self::THROTTLE_ACTION)]
+	#[ApiRoute(verb: 'POST', url: '/api/v1/sidecar/nextcloud/shares')]
+	public function shares(): DataResponse {
+		return $this->respond(fn (): array => $this->delegate->listShares(
+			$this->request->getMethod(), $this->request->getRequestUri(), $this->signatureHeaders(), $this->body()));
+	}
+
+	/** The nextcloud skill: create a folder in the user's files (NextcloudDelegate::mkdir). */
+	#[PublicPage]
+	#[NoCSRFRequired]
+	#[BruteForceProtection(action: self::THROTTLE_ACTION)]
+	#[ApiRoute(verb: 'POST', url: '/api/v1/sidecar/nextcloud/mkdir')]
+	public function mkdir(): DataResponse {
+		return $this->respond(fn (): array => $this->delegate->mkdir(
+			$this->request->getMethod(), $this->request->getRequestUri(), $this->signatureHeaders(), $this->body()));
+	}
+
+	/** The nextcloud skill: the user's Talk conversations (NextcloudDelegate::conversations). */
+	#[PublicPage]
+	#[NoCSRFRequired]
+	#[BruteForceProtection(action: self::THROTTLE_ACTION)]
+	#[ApiRoute(verb: 'POST', url: '/api/v1/sidecar/nextcloud/conversations')]
+	public function conversations(): DataResponse {
+		return $this->respond(fn (): array => $this->delegate->conversations(
+			$this->request->getMethod(), $this->request->getRequestUri(), $this->signatureHeaders(), $this->body()));
+	}
+
+	/** The nextcloud skill: may the bot post here for the user (NextcloudDelegate::postTarget). */
+	#[PublicPage]
+	#[NoCSRFRequired]
+	#[BruteForceProtection(action: self::THROTTLE_ACTION)]
+	#[ApiRoute(verb: 'POST', url: '/api/v1/sidecar/nextcloud/post-target')]
+	public function postTarget(): DataResponse {
+		return $this->respond(fn (): array => $this->delegate->postTarget(
 			$this->request->getMethod(), $this->request->getRequestUri(), $this->signatureHeaders(), $this->body()));
 	}
 

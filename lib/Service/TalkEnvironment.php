@@ -35,6 +35,17 @@ class TalkEnvironment {
 	/** Talk's Bot::STATE_ENABLED. */
 	private const BOT_STATE_ENABLED = 1;
 
+	/** Why the bot may not post into a conversation for a user (postTarget). */
+	public const NOT_PARTICIPANT = 'not_participant';
+	public const READ_ONLY = 'read_only';
+	public const NO_CHAT = 'no_chat_permission';
+	public const FEDERATED = 'federated';
+	public const BOT_NOT_ENABLED = 'bot_not_enabled';
+	public const NO_TALK = 'no_talk';
+	/** Talk's Attendee::PERMISSIONS_CHAT and Room::READ_ONLY. */
+	private const PERMISSION_CHAT = 128;
+	private const ROOM_READ_ONLY = 1;
+
 	/** Conversation types of Talk's Room class (docs/constants.md). */
 	public const TYPE_ONE_TO_ONE = 1;
 	public const TYPE_NOTE_TO_SELF = 6;
@@ -179,5 +190,110 @@ class TalkEnvironment {
 			$this->logger->debug('Talk user count failed', ['token' => $token, 'exception' => $e]);
 		}
 		return $info;
+	}
+
+	/**
+	 * The conversations $uid is a participant of, with whether the bot with $botUrl is
+	 * enabled in each; null when Talk cannot tell. Federated conversations are left out:
+	 * no bot can post there.
+	 *
+	 * @return list<array{token: string, name: string, type: int, bot_enabled: bool}>|null
+	 */
+	public function conversationsOf(string $uid, string $botUrl): ?array {
+		if (!class_exists(self::MANAGER)) {
+			return null;
+		}
+		try {
+			$rooms = $this->container->get(self::MANAGER)->getRoomsForUser($uid);
+		} catch (\Throwable $e) {
+			$this->logger->warning('Talk conversation list failed', ['user' => $uid, 'exception' => $e]);
+			return null;
+		}
+		$enabled = $this->botEnabledTokens($botUrl);
+		$out = [];
+		foreach ($rooms as $room) {
+			try {
+				if ($room->isFederatedConversation()) {
+					continue;
+				}
+				$token = (string)$room->getToken();
+				$out[] = ['token' => $token, 'name' => (string)$room->getDisplayName($uid), 'type' => (int)$room->getType(),
+					'bot_enabled' => $enabled !== null && $enabled($token)];
+			} catch (\Throwable $e) {
+				$this->logger->debug('Talk conversation skipped', ['exception' => $e]);
+			}
+		}
+		usort($out, static fn (array $a, array $b): int => [$a['name'], $a['token']] <=> [$b['name'], $b['token']]);
+		return $out;
+	}
+
+	/**
+	 * Whether the bot with $botUrl may post into conversation $token on behalf of $uid:
+	 * $uid is a participant who may chat, the conversation is writable and local, and the
+	 * bot is enabled in it. "problem" is null when it may, else one of the constants above;
+	 * a conversation that does not exist is NOT_PARTICIPANT, so nobody learns of others'.
+	 *
+	 * @return array{problem: ?string, name: string, type: int}
+	 */
+	public function postTarget(string $uid, string $token, string $botUrl): array {
+		$out = ['problem' => self::NO_TALK, 'name' => '', 'type' => 0];
+		if (!class_exists(self::MANAGER) || !class_exists(self::PARTICIPANT_SERVICE)) {
+			return $out;
+		}
+		try {
+			$room = $this->container->get(self::MANAGER)->getRoomByToken($token);
+			$participant = $this->container->get(self::PARTICIPANT_SERVICE)->getParticipant($room, $uid, false);
+		} catch (\Throwable $e) {
+			$this->logger->debug('Talk participant lookup failed', ['token' => $token, 'exception' => $e]);
+			return ['problem' => self::NOT_PARTICIPANT, 'name' => '', 'type' => 0];
+		}
+		try {
+			$out['name'] = (string)$room->getDisplayName($uid);
+			$out['type'] = (int)$room->getType();
+			if ($room->isFederatedConversation()) {
+				$out['problem'] = self::FEDERATED;
+			} elseif ((int)$room->getReadOnly() === self::ROOM_READ_ONLY) {
+				$out['problem'] = self::READ_ONLY;
+			} elseif (((int)$participant->getPermissions() & self::PERMISSION_CHAT) === 0) {
+				$out['problem'] = self::NO_CHAT;
+			} else {
+				$enabled = $this->botEnabledTokens($botUrl);
+				$out['problem'] = $enabled !== null && $enabled($token) ? null : self::BOT_NOT_ENABLED;
+			}
+		} catch (\Throwable $e) {
+			$this->logger->warning('Talk conversation check failed', ['token' => $token, 'exception' => $e]);
+			$out['problem'] = self::NO_TALK;
+		}
+		return $out;
+	}
+
+	/**
+	 * A test "is the bot with $botUrl enabled in this conversation", or null when Talk's bot
+	 * classes cannot tell.
+	 *
+	 * @return (\Closure(string): bool)|null
+	 */
+	private function botEnabledTokens(string $botUrl): ?\Closure {
+		if (!class_exists(self::BOT_SERVER_MAPPER) || !class_exists(self::BOT_CONVERSATION_MAPPER)) {
+			return null;
+		}
+		try {
+			$server = $this->container->get(self::BOT_SERVER_MAPPER)->findByUrl($botUrl);
+			$mapper = $this->container->get(self::BOT_CONVERSATION_MAPPER);
+		} catch (\Throwable) {
+			return null; // the bot is not installed
+		}
+		if (method_exists($server, 'getState') && (int)$server->getState() === 0) {
+			return static fn (string $token): bool => false;
+		}
+		$botId = (int)$server->getId();
+		return static function (string $token) use ($mapper, $botId): bool {
+			foreach ($mapper->findForToken($token) as $row) {
+				if ((int)$row->getBotId() === $botId && (int)$row->getState() !== 0) {
+					return true;
+				}
+			}
+			return false;
+		};
 	}
 }

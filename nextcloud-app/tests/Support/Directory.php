@@ -76,6 +76,10 @@ final class Directory implements IUserManager, IGroupManager, IConfig {
 		return $this->isInGroup($userId, 'admin');
 	}
 
+	public function groupExists($gid) {
+		return isset($this->groups[$gid]);
+	}
+
 	public function isInGroup($userId, $group) {
 		return in_array($userId, $this->groups[$group] ?? [], true);
 	}

@@ -31,6 +31,7 @@ use OCA\Istota\Service\HomeConversation;
 use OCA\Istota\Service\MemoryService;
 use OCA\Istota\Service\ApprovalsService;
 use OCA\Istota\Service\MeService;
+use OCA\Istota\Service\NextcloudDelegate;
 use OCA\Istota\Service\OutboxFlusher;
 use OCA\Istota\Service\RawBody;
 use OCA\Istota\Service\RequestSigner;
@@ -93,6 +94,8 @@ final class Harness {
 	public readonly Manager $rooms;
 	public readonly TestBroker $broker;
 	public readonly BotConversationMapper $botConversations;
+	public readonly ParticipantService $participants;
+	public readonly TestShareManager $shareManager;
 	private readonly string $dbPath;
 
 	/** The id of the Istota bot in the tests' Talk. */
@@ -136,9 +139,11 @@ final class Harness {
 		$this->rooms = new Manager($roomObjects);
 		$this->broker = new TestBroker($this->rooms);
 		$this->botConversations = new BotConversationMapper();
+		$this->participants = new ParticipantService($counts);
+		$this->shareManager = new TestShareManager();
 		$this->container = new TestContainer([
 			Manager::class => $this->rooms,
-			ParticipantService::class => new ParticipantService($counts),
+			ParticipantService::class => $this->participants,
 			'OCP\Talk\IBroker' => $this->broker,
 			BotServerMapper::class => new BotServerMapper([new BotServer(self::BOT_ID, AppSettings::BOT_URL)]),
 			BotConversationMapper::class => $this->botConversations,
@@ -229,7 +234,13 @@ final class Harness {
 				public function read(): string {
 					return $this->body;
 				}
-			});
+			},
+			$this->nextcloudDelegate());
+	}
+
+	public function nextcloudDelegate(): NextcloudDelegate {
+		return new NextcloudDelegate($this->settings, new RequestSigner(), $this->clock, $this->directory, $this->directory,
+			$this->files, $this->shareManager, $this->urls, $this->talk, $this->logger);
 	}
 
 	public function installCommand(): InstallCommand {

@@ -27,6 +27,13 @@ final class TestFiles extends TestFolder implements IRootFolder {
 	public ?\Throwable $writeFailure = null;
 	/** Thrown by getById(), as a broken file cache would. */
 	public ?\Throwable $lookupFailure = null;
+	/**
+	 * Folders that another user shared into a user's files, as Nextcloud mounts them:
+	 * absolute path ("/alice/files/FromBob") => the owner's uid.
+	 *
+	 * @var array<string, string>
+	 */
+	public array $sharedIn = [];
 	/** @var array<int, string> */
 	private array $ids = [];
 	private int $nextId = 100;
@@ -89,6 +96,10 @@ final class TestFiles extends TestFolder implements IRootFolder {
 		}
 		ksort($files);
 		return $files;
+	}
+
+	public function directory(): Directory {
+		return $this->directory;
 	}
 
 	public function local(string $path): string {

@@ -31,6 +31,14 @@ class TestFolder extends TestNode implements Folder {
 		return $this->fs->node($child);
 	}
 
+	public function getRelativePath($path) {
+		$base = rtrim($this->path, '/');
+		if ($path === $base) {
+			return '/';
+		}
+		return str_starts_with($path, $base . '/') ? substr($path, strlen($base)) : null;
+	}
+
 	public function nodeExists($path) {
 		return file_exists($this->fs->local($this->child($path)));
 	}

@@ -30,6 +30,21 @@ abstract class TestNode implements Node {
 		return $this->path;
 	}
 
+	public function getId() {
+		return $this->fs->idOf($this->path);
+	}
+
+	/** The user whose files the path is in, or the owner TestFiles::$sharedIn names for it. */
+	public function getOwner() {
+		foreach ($this->fs->sharedIn as $prefix => $owner) {
+			if ($this->path === $prefix || str_starts_with($this->path, rtrim($prefix, '/') . '/')) {
+				return $this->fs->directory()->get($owner);
+			}
+		}
+		$uid = explode('/', $this->path)[1] ?? '';
+		return $uid === '' ? null : $this->fs->directory()->get($uid);
+	}
+
 	public function isReadable() {
 		return !in_array($this->path, $this->fs->unreadable, true);
 	}

@@ -81,6 +81,7 @@ func TestNextcloud(t *testing.T) {
 		{"files", testFiles},
 		{"calendars", testCalendars},
 		{"approvals", testApprovals},
+		{"ncskill", testNextcloudSkill},
 		{"settings api", testSettingsAPI},
 		{"access", testAccess},
 		{"figures", testFigures},

@@ -236,7 +236,7 @@ func openSidecar(ctx context.Context, cfg config.Config, log *slog.Logger, why p
 	s.launcher.network = netproxy.New(netproxy.Options{Allow: allowed, AllowPrivate: cfg.Network.AllowPrivate,
 		Gate: hostApprovals{s.approvals}, Audit: auditLog, Logger: log})
 	s.openWeb(allowed)
-	if err := s.registerContentSkills(registry, kvs); err != nil {
+	if err := s.registerContentSkills(registry, kvs, auditLog); err != nil {
 		return nil, err
 	}
 	s.launcher.skills = credproxy.New(registry, creds, auditLog, log.With("component", "credproxy"), credproxy.Options{Gate: s.approvals})

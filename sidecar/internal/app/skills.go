@@ -4,10 +4,12 @@ import (
 	"context"
 	"time"
 
+	"github.com/istota/istota/sidecar/internal/audit"
 	"github.com/istota/istota/sidecar/internal/briefing"
 	"github.com/istota/istota/sidecar/internal/browse"
 	"github.com/istota/istota/sidecar/internal/kv"
 	"github.com/istota/istota/sidecar/internal/netproxy"
+	"github.com/istota/istota/sidecar/internal/nextcloud"
 	"github.com/istota/istota/sidecar/internal/notes"
 	"github.com/istota/istota/sidecar/internal/skills"
 	"github.com/istota/istota/sidecar/internal/webfetch"
@@ -26,8 +28,9 @@ func (s *sidecar) openWeb(allowed []netproxy.Rule) {
 
 // registerContentSkills registers the skills over the user's own content and the web:
 // notes (the workspace's notes/ folder), reminders (the key-value entries the
-// briefings read) and browse.
-func (s *sidecar) registerContentSkills(reg *skills.Registry, kvs *kv.Store) error {
+// briefings read), browse, and nextcloud (the user's files, shares and conversations,
+// through the app) when the app can be called.
+func (s *sidecar) registerContentSkills(reg *skills.Registry, kvs *kv.Store, auditLog *audit.Log) error {
 	if err := notes.Register(reg, notes.Options{
 		Root: func(uid string) (string, error) { return s.userRoot(uid), nil },
 		Zone: s.zoneOrUTC,
@@ -37,7 +40,14 @@ func (s *sidecar) registerContentSkills(reg *skills.Registry, kvs *kv.Store) err
 	if err := briefing.RegisterRemindersSkill(reg, briefing.RemindersOptions{Store: kvs, Zone: s.zoneOrUTC}); err != nil {
 		return err
 	}
-	return browse.Register(reg, browse.Options{Fetcher: s.web, Events: s.queue, Logger: s.log.With("component", "browse")})
+	if err := browse.Register(reg, browse.Options{Fetcher: s.web, Events: s.queue, Logger: s.log.With("component", "browse")}); err != nil {
+		return err
+	}
+	if s.app == nil {
+		return nil
+	}
+	return nextcloud.Register(reg, nextcloud.Options{App: s.app, Poster: s.outbox, Events: s.queue, Audit: auditLog,
+		Logger: s.log.With("component", "nextcloud")})
 }
 
 // zoneOrUTC is userZone for the skills that print times: UTC when it cannot be read.

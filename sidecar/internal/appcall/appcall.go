@@ -29,6 +29,19 @@ const ReadyPath = "/ocs/v2.php/apps/istota/api/v1/sidecar/ready"
 // different shared secret (401), or an app without the route (404). Retrying does not help.
 var ErrRefused = errors.New("the Nextcloud app refused the call")
 
+// RejectedError is the app's refusal of one request for what it asks (400: the input is
+// wrong; 403: the user may not do it). Code is stable (e.g. "not_owner"), Message is
+// plain language meant for the user or the agent: it holds no internals.
+type RejectedError struct {
+	Status  int
+	Code    string
+	Message string
+}
+
+func (e *RejectedError) Error() string {
+	return fmt.Sprintf("the Nextcloud app refused (%d %s): %s", e.Status, e.Code, e.Message)
+}
+
 // Client calls the app.
 type Client struct {
 	base   *url.URL
@@ -122,6 +135,20 @@ func (c *Client) call(ctx context.Context, route string, body []byte, out any) e
 	switch {
 	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusNotFound:
 		return fmt.Errorf("%w: POST %s answered %s", ErrRefused, route, resp.Status)
+	case resp.StatusCode == http.StatusBadRequest || resp.StatusCode == http.StatusForbidden:
+		// The app's own refusal of this request: {code, message} for whoever asked.
+		var env struct {
+			OCS struct {
+				Data struct {
+					Code    string `json:"code"`
+					Message string `json:"message"`
+				} `json:"data"`
+			} `json:"ocs"`
+		}
+		if json.Unmarshal(answer, &env) == nil && env.OCS.Data.Code != "" {
+			return &RejectedError{Status: resp.StatusCode, Code: env.OCS.Data.Code, Message: env.OCS.Data.Message}
+		}
+		return fmt.Errorf("appcall: POST %s answered %s", route, resp.Status)
 	case resp.StatusCode != http.StatusOK:
 		return fmt.Errorf("appcall: POST %s answered %s", route, resp.Status)
 	}

@@ -70,3 +70,40 @@ func TestPostedSignsItsBody(t *testing.T) {
 		t.Fatalf("posted: %v %v", got, err)
 	}
 }
+
+// The app's refusals of a request (400, 403) come back with their code and message for
+// the caller; a missing route or a wrong signature stays ErrRefused.
+func TestRefusalsCarryTheAppsCodeAndMessage(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case SharePath:
+			w.WriteHeader(http.StatusForbidden)
+			io.WriteString(w, `{"ocs":{"meta":{"status":"failure"},"data":{"code":"not_owner","message":"\"x\" belongs to bob"}}}`)
+		case MkdirPath:
+			w.WriteHeader(http.StatusBadRequest)
+			io.WriteString(w, `{"ocs":{"meta":{"status":"failure"},"data":{"code":"invalid_request","message":"give the folder to create"}}}`)
+		case PostTargetPath:
+			w.WriteHeader(http.StatusBadRequest)
+			io.WriteString(w, `not json`)
+		default:
+			w.WriteHeader(http.StatusNotFound)
+		}
+	}))
+	defer srv.Close()
+	c, _ := New(srv.URL, []byte(secret), nil)
+	ctx := context.Background()
+	var rej *RejectedError
+	if _, err := c.Share(ctx, ShareRequest{User: "alice", Path: "x", Type: "link"}); !errors.As(err, &rej) ||
+		rej.Status != 403 || rej.Code != "not_owner" || rej.Message != `"x" belongs to bob` {
+		t.Fatalf("share: %v", err)
+	}
+	if _, err := c.Mkdir(ctx, "alice", ""); !errors.As(err, &rej) || rej.Status != 400 || rej.Code != "invalid_request" {
+		t.Fatalf("mkdir: %v", err)
+	}
+	if _, err := c.PostTarget(ctx, "alice", "abcd"); err == nil || errors.As(err, &rej) {
+		t.Fatalf("a 400 without the app's error body: %v", err)
+	}
+	if _, err := c.Conversations(ctx, "alice"); !errors.Is(err, ErrRefused) {
+		t.Fatalf("a missing route: %v", err)
+	}
+}

@@ -74,6 +74,11 @@ class RoutesTest extends TestCase {
 		'PUT admin/settings' => 'admin',
 		'POST sidecar/ready' => 'sidecar',
 		'POST sidecar/posted' => 'sidecar',
+		'POST sidecar/nextcloud/share' => 'sidecar',
+		'POST sidecar/nextcloud/shares' => 'sidecar',
+		'POST sidecar/nextcloud/mkdir' => 'sidecar',
+		'POST sidecar/nextcloud/conversations' => 'sidecar',
+		'POST sidecar/nextcloud/post-target' => 'sidecar',
 	];
 
 	/**

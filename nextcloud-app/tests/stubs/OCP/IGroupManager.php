@@ -16,6 +16,8 @@ interface IGroupManager {
 
 	public function isInGroup($userId, $group);
 
+	public function groupExists($gid);
+
 	/** @return list<string> */
 	public function getUserGroupIds(IUser $user): array;
 }

@@ -31,6 +31,24 @@ class Manager {
 		unset($this->rooms[$token]);
 	}
 
+	/**
+	 * Test helper: who is in which conversation (the real Manager asks the attendees table).
+	 *
+	 * @var array<string, list<string>> token => user ids
+	 */
+	public array $members = [];
+
+	/** @return list<Room> the conversations $userId is a participant of */
+	public function getRoomsForUser(string $userId, array $sessionIds = [], bool $includeLastMessage = false): array {
+		$out = [];
+		foreach ($this->rooms as $token => $room) {
+			if (in_array($userId, $this->members[$token] ?? [], true)) {
+				$out[] = $room;
+			}
+		}
+		return $out;
+	}
+
 	/** @throws RoomNotFoundException */
 	public function getRoomByToken(string $token, ?string $preloadUserId = null, ?string $serverUrl = null): Room {
 		if (!isset($this->rooms[$token])) {

@@ -18,10 +18,33 @@ class Room {
 	public const TYPE_PUBLIC = 3;
 	public const TYPE_NOTE_TO_SELF = 6;
 
+	public const READ_WRITE = 0;
+	public const READ_ONLY = 1;
+
 	public function __construct(
 		private int $type,
 		private string $token,
+		private string $name = '',
+		private int $readOnly = self::READ_WRITE,
+		private string $remoteServer = '',
 	) {
+	}
+
+	public function getName(): string {
+		return $this->name;
+	}
+
+	/** The real one names a one-to-one conversation after the other user; tests give names. */
+	public function getDisplayName(string $userId, bool $forceName = false): string {
+		return $this->name;
+	}
+
+	public function getReadOnly(): int {
+		return $this->readOnly;
+	}
+
+	public function isFederatedConversation(): bool {
+		return $this->remoteServer !== '';
 	}
 
 	public function getType(): int {

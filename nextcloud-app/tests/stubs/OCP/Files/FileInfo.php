@@ -32,4 +32,10 @@ interface FileInfo {
 
 	/** @return bool */
 	public function isReadable();
+
+	/** @return int|null */
+	public function getId();
+
+	/** @return \OCP\IUser|null */
+	public function getOwner();
 }

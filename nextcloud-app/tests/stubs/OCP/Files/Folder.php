@@ -18,6 +18,9 @@ interface Folder extends Node {
 	/** @return bool */
 	public function nodeExists($path);
 
+	/** @return string|null the path below this folder, with a leading "/", or null outside it */
+	public function getRelativePath($path);
+
 	/** @return \OCP\Files\Folder */
 	public function newFolder($path);
 
