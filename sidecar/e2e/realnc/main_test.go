@@ -79,6 +79,7 @@ func TestNextcloud(t *testing.T) {
 		{"installer", testInstaller},
 		{"pages", testPages},
 		{"files", testFiles},
+		{"voice", testVoice},
 		{"calendars", testCalendars},
 		{"approvals", testApprovals},
 		{"ncskill", testNextcloudSkill},

@@ -45,6 +45,7 @@ import (
 	"github.com/istota/istota/sidecar/internal/skills"
 	"github.com/istota/istota/sidecar/internal/store"
 	"github.com/istota/istota/sidecar/internal/talk"
+	"github.com/istota/istota/sidecar/internal/transcribe"
 	"github.com/istota/istota/sidecar/internal/usage"
 	"github.com/istota/istota/sidecar/internal/webdav"
 	"github.com/istota/istota/sidecar/internal/webfetch"
@@ -288,7 +289,12 @@ func openSidecar(ctx context.Context, cfg config.Config, log *slog.Logger, why p
 	if s.mail, err = openMail(cfg, s.db, s.queue, registry, mailRoot, s.mayUse, func() { s.pool.Wake() }, log); err != nil {
 		return nil, err
 	}
+	voice, err := newTranscriber(cfg.Transcription)
+	if err != nil {
+		return nil, err
+	}
 	s.exec = executor.New(s.db, s.queue, s.outbox, agent, s.launcher, executor.Options{
+		Transcriber:         voice,
 		Files:               files,
 		Mailer:              s.mail.mailer(),
 		Facts:               s.graph,
@@ -392,6 +398,20 @@ func openSidecar(ctx context.Context, cfg config.Config, log *slog.Logger, why p
 }
 
 // approvalPolicies reads the admin's policies from the configuration (validated there).
+// newTranscriber is the speech-to-text client of the configuration, nil when none is
+// set up.
+func newTranscriber(c config.Transcription) (executor.Transcriber, error) {
+	if c.BaseURL == "" {
+		return nil, nil
+	}
+	key := c.APIKey
+	t, err := transcribe.New(transcribe.Config{BaseURL: c.BaseURL, Model: c.Model, Key: func() string { return key }})
+	if err != nil {
+		return nil, fmt.Errorf("transcription: %w", err)
+	}
+	return t, nil
+}
+
 // approvalTimeout is how long a question waits for its answer now (the admin may change
 // it while the sidecar runs).
 func (s *sidecar) approvalTimeout() time.Duration {

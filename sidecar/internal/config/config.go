@@ -64,6 +64,20 @@ type Config struct {
 	Briefings Briefings `toml:"briefings"`
 	// Approvals are the admin's policies per risk tier; users may only tighten them.
 	Approvals Approvals `toml:"approvals"`
+	// Transcription turns Talk voice messages into text before the agent starts.
+	Transcription Transcription `toml:"transcription"`
+}
+
+// Transcription is an OpenAI-compatible speech-to-text API (POST
+// {base_url}/audio/transcriptions): OpenAI, Groq, LocalAI, faster-whisper-server,
+// whisper.cpp's server. Empty BaseURL: voice messages are not transcribed, and users
+// are told so.
+type Transcription struct {
+	BaseURL    string `toml:"base_url" env:"ISTOTA_TRANSCRIPTION_URL"`
+	APIKey     string `toml:"api_key" env:"ISTOTA_TRANSCRIPTION_KEY" secret:"true"`
+	APIKeyFile string `toml:"api_key_file" env:"ISTOTA_TRANSCRIPTION_KEY_FILE"`
+	// Model defaults to whisper-1.
+	Model string `toml:"model" env:"ISTOTA_TRANSCRIPTION_MODEL"`
 }
 
 // Approvals says, per risk tier of an agent's action, whether it runs ("allow"), waits
@@ -398,6 +412,13 @@ func (c Config) Validate() error {
 	if n := len(c.Talk.BotName); n < 1 || n > 64 {
 		bad("talk.bot_name", "must be 1 to 64 bytes")
 	}
+	if b := c.Transcription.BaseURL; b != "" {
+		if u, err := url.Parse(b); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			bad("transcription.base_url", "want an http(s) URL such as https://api.openai.com/v1, got %q", b)
+		} else if u.User != nil {
+			bad("transcription.base_url", "must not carry credentials; set transcription.api_key")
+		}
+	}
 	if c.Talk.ProgressInterval.Duration < 0 {
 		bad("talk.progress_interval", "must not be negative")
 	}
@@ -637,6 +658,7 @@ func (c *Config) resolveSecretFiles() error {
 		{"memory.embeddings_key", &c.Memory.EmbeddingsKey, c.Memory.EmbeddingsKeyFile},
 		{"mail.imap_password", &c.Mail.IMAPPassword, c.Mail.IMAPPasswordFile},
 		{"mail.smtp_password", &c.Mail.SMTPPassword, c.Mail.SMTPPasswordFile},
+		{"transcription.api_key", &c.Transcription.APIKey, c.Transcription.APIKeyFile},
 	}
 	for _, p := range pairs {
 		if p.file == "" {

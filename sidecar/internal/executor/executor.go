@@ -74,6 +74,9 @@ const (
 
 // Options configures an Executor.
 type Options struct {
+	// Transcriber turns voice messages into text before a task starts; nil means none
+	// is set up (the user is told).
+	Transcriber         Transcriber
 	BotName             string
 	DataDir             string
 	Model               string
@@ -385,6 +388,8 @@ func (e *Executor) run(ctx context.Context, t queue.Task, log *slog.Logger, ph *
 				return brain.Result{}, &budgetError{msg: msg}
 			}
 		}
+		// Voice messages become text before the agent starts.
+		t.Prompt += e.transcribeVoice(ctx, t, ws, log)
 		if text, err = e.buildPrompt(ctx, t, u); err != nil {
 			return brain.Result{}, err
 		}

@@ -344,6 +344,7 @@ func (in *Intake) handleMessage(ctx context.Context, p Payload, ev talk.Event) (
 			Source:            "talk",
 			Interactive:       true,
 			Prompt:            withAttachments(ev.Message, p.Attachments, p.AttachmentErrors),
+			Attachments:       taskAttachments(p.Attachments),
 			ConversationToken: ev.Token,
 			ReplyToMessageID:  ev.MessageID,
 			DedupeKey:         fmt.Sprintf("talk:%s:%d", ev.Token, ev.MessageID),
@@ -535,6 +536,16 @@ func validAttachmentPath(p string) bool {
 		}
 	}
 	return true
+}
+
+// taskAttachments are the files the task keeps (voice messages are transcribed before
+// it runs).
+func taskAttachments(atts []Attachment) []queue.Attachment {
+	out := make([]queue.Attachment, 0, len(atts))
+	for _, a := range atts {
+		out = append(out, queue.Attachment{Path: a.Path, MimeType: a.MimeType, Size: a.Size})
+	}
+	return out
 }
 
 // withAttachments tells the agent where the shared files are in its workspace.

@@ -162,7 +162,17 @@ type NewTask struct {
 	DedupeKey   string
 	MaxAttempts int       // 0 means Options.MaxAttempts
 	NotBefore   time.Time // zero means now
+	// Attachments are files shared with the request, already in the user's workspace.
+	Attachments []Attachment
 	Delivery
+}
+
+// Attachment is a file shared with a task's request (a voice message, a photo).
+type Attachment struct {
+	// Path is relative to the user's workspace (inbox/…).
+	Path     string
+	MimeType string
+	Size     int64
 }
 
 // Options configure a Queue. Zero values take the documented defaults.
@@ -406,6 +416,12 @@ func (q *Queue) EnqueueTx(ctx context.Context, tx *sql.Tx, nt NewTask) (id int64
 		emailReply, nt.Command, nt.SilentUnlessAction, nt.Job,
 	).Scan(&id)
 	if err == nil {
+		for _, a := range nt.Attachments {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO task_attachments (task_id, path, mimetype, size) VALUES (?, ?, ?, ?)
+				ON CONFLICT (task_id, path) DO NOTHING`, id, a.Path, a.MimeType, a.Size); err != nil {
+				return 0, false, fmt.Errorf("queue: enqueue: attachment: %w", err)
+			}
+		}
 		return id, true, nil
 	}
 	if !errors.Is(err, sql.ErrNoRows) {

@@ -245,3 +245,21 @@ func (q *Queue) EventsAfter(ctx context.Context, id int64, afterSeq int64) ([]Ev
 	}
 	return out, nil
 }
+
+// Attachments lists the files shared with task id's request, in path order.
+func (q *Queue) Attachments(ctx context.Context, id int64) ([]Attachment, error) {
+	rows, err := q.db.Read.QueryContext(ctx, `SELECT path, mimetype, size FROM task_attachments WHERE task_id = ? ORDER BY path`, id)
+	if err != nil {
+		return nil, fmt.Errorf("queue: attachments of task %d: %w", id, err)
+	}
+	defer rows.Close()
+	var out []Attachment
+	for rows.Next() {
+		var a Attachment
+		if err := rows.Scan(&a.Path, &a.MimeType, &a.Size); err != nil {
+			return nil, fmt.Errorf("queue: attachments of task %d: %w", id, err)
+		}
+		out = append(out, a)
+	}
+	return out, rows.Err()
+}
