@@ -16,7 +16,8 @@ apt_packages=(
   sqlite3
   libsqlite3-dev      # sqlite3.h for the sqlite-vec extension compiled into the sidecar
   chromium            # the settings pages' browser tests (playwright-core drives it headless)
-  poppler-utils       # pdftotext: the invoice tests read the PDFs back
+  poppler-utils       # pdftotext: the invoice tests read the PDFs back; pdftoppm for scans
+  tesseract-ocr tesseract-ocr-eng   # OCR of photos and scans, run by agents in the sandbox
   beancount           # bean-check: the invoice tests check the ledger postings
   # packaging (make appstore / test-appstore): static arm64 cross build, binary checks,
   # signing, signature.json checked with the phpseclib Nextcloud uses, proxy snippets

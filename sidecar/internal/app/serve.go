@@ -60,20 +60,22 @@ type sidecar struct {
 	mem   *memory.Memory
 	// approvals asks the user before risky actions (skills, the agent's own tools).
 	approvals *approval.Service
-	cfg       config.Config
-	log       *slog.Logger
-	lock      *processLock
-	db        *store.DB
-	queue     *queue.Queue
-	outbox    *outbox.Outbox
-	pool      *worker.Pool
-	exec      *executor.Executor
-	intake    *intake.Intake
-	api       *httpapi.API
-	owner     string
-	launcher  *sandboxLaunchers
-	mail      *mailChannel // nil unless [mail] is enabled
-	sched     *schedule.Scheduler
+	// transcriber turns voice messages into text; nil when none is set up.
+	transcriber *transcribe.Client
+	cfg         config.Config
+	log         *slog.Logger
+	lock        *processLock
+	db          *store.DB
+	queue       *queue.Queue
+	outbox      *outbox.Outbox
+	pool        *worker.Pool
+	exec        *executor.Executor
+	intake      *intake.Intake
+	api         *httpapi.API
+	owner       string
+	launcher    *sandboxLaunchers
+	mail        *mailChannel // nil unless [mail] is enabled
+	sched       *schedule.Scheduler
 	// calendars reads the calendars users shared with the bot; nil without a bot account.
 	calendars *calendar.Client
 	jobs      *jobs.Runner      // CRON.md jobs and TASKS.md lines
@@ -237,6 +239,9 @@ func openSidecar(ctx context.Context, cfg config.Config, log *slog.Logger, why p
 	s.launcher.network = netproxy.New(netproxy.Options{Allow: allowed, AllowPrivate: cfg.Network.AllowPrivate,
 		Gate: hostApprovals{s.approvals}, Audit: auditLog, Logger: log})
 	s.openWeb(allowed)
+	if s.transcriber, err = newTranscriber(cfg.Transcription); err != nil {
+		return nil, err
+	}
 	if err := s.registerContentSkills(registry, kvs, auditLog); err != nil {
 		return nil, err
 	}
@@ -289,12 +294,13 @@ func openSidecar(ctx context.Context, cfg config.Config, log *slog.Logger, why p
 	if s.mail, err = openMail(cfg, s.db, s.queue, registry, mailRoot, s.mayUse, func() { s.pool.Wake() }, log); err != nil {
 		return nil, err
 	}
-	voice, err := newTranscriber(cfg.Transcription)
-	if err != nil {
-		return nil, err
+	var voice executor.Transcriber // a nil *transcribe.Client must stay a nil interface
+	if s.transcriber != nil {
+		voice = s.transcriber
 	}
 	s.exec = executor.New(s.db, s.queue, s.outbox, agent, s.launcher, executor.Options{
 		Transcriber:         voice,
+		OCR:                 ocrInstalled(),
 		Files:               files,
 		Mailer:              s.mail.mailer(),
 		Facts:               s.graph,
@@ -398,9 +404,20 @@ func openSidecar(ctx context.Context, cfg config.Config, log *slog.Logger, why p
 }
 
 // approvalPolicies reads the admin's policies from the configuration (validated there).
+// ocrInstalled reports whether Debian's tesseract-ocr (with pdftoppm for scans) is
+// installed; the sandbox sees /usr, so agents can run them.
+func ocrInstalled() bool {
+	for _, p := range []string{"/usr/bin/tesseract", "/usr/bin/pdftoppm"} {
+		if fi, err := os.Stat(p); err != nil || fi.Mode()&0o111 == 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // newTranscriber is the speech-to-text client of the configuration, nil when none is
 // set up.
-func newTranscriber(c config.Transcription) (executor.Transcriber, error) {
+func newTranscriber(c config.Transcription) (*transcribe.Client, error) {
 	if c.BaseURL == "" {
 		return nil, nil
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/istota/istota/sidecar/internal/nextcloud"
 	"github.com/istota/istota/sidecar/internal/notes"
 	"github.com/istota/istota/sidecar/internal/skills"
+	"github.com/istota/istota/sidecar/internal/transcribe"
 	"github.com/istota/istota/sidecar/internal/webfetch"
 )
 
@@ -35,6 +36,10 @@ func (s *sidecar) registerContentSkills(reg *skills.Registry, kvs *kv.Store, aud
 		Root: func(uid string) (string, error) { return s.userRoot(uid), nil },
 		Zone: s.zoneOrUTC,
 	}); err != nil {
+		return err
+	}
+	if err := transcribe.RegisterSkill(reg, transcribe.SkillOptions{Client: s.transcriber,
+		Root: func(uid string) (string, error) { return s.userRoot(uid), nil }}); err != nil {
 		return err
 	}
 	if err := briefing.RegisterRemindersSkill(reg, briefing.RemindersOptions{Store: kvs, Zone: s.zoneOrUTC}); err != nil {

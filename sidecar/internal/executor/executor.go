@@ -76,7 +76,9 @@ const (
 type Options struct {
 	// Transcriber turns voice messages into text before a task starts; nil means none
 	// is set up (the user is told).
-	Transcriber         Transcriber
+	Transcriber Transcriber
+	// OCR says tesseract (and pdftoppm) are installed, so the agent can read images.
+	OCR                 bool
 	BotName             string
 	DataDir             string
 	Model               string
@@ -891,6 +893,10 @@ func (e *Executor) buildPrompt(ctx context.Context, t queue.Task, u prompt.User)
 		"Changes you may not make directly (background subtasks, the user's key-value store) are requested as JSON files in "+deferred.SandboxDir+", applied after you finish: "+
 			`{"op":"subtask","prompt":"…"}, {"op":"kv_set","namespace":"…","key":"…","value":"…"}, {"op":"kv_delete","namespace":"…","key":"…"}; one operation per *.json file.`,
 		"Network access goes through a proxy that allows only the hosts the administrator listed.")
+	if e.opts.OCR {
+		in.Resources = append(in.Resources,
+			"To read the text in a photo or scan: `tesseract IMAGE - -l eng` (more languages if installed: `tesseract --list-langs`); for a scanned PDF first `pdftoppm -r 200 -png FILE.pdf /tmp/page`, then each /tmp/page-N.png.")
+	}
 	if u.IsAdmin {
 		in.Resources = append(in.Resources,
 			"As an administrator you can read and change every user's workspace under "+AdminUsersDir+".",
