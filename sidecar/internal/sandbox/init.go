@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"io"
+	"runtime"
 
 	"github.com/istota/istota/sidecar/internal/sandbox/sandboxinit"
 )
@@ -19,5 +20,7 @@ var fallbackInit = sandboxinit.Self{Name: initName, Args: []string{InitCommand}}
 // (sandboxinit.Run), and a second start of it sets the resource limits when util-linux
 // prlimit is missing. When it returns, the process must exit with the returned status.
 func RunInit(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	// As in cmd/istota-init: the process is the init and nothing else from here on.
+	runtime.GOMAXPROCS(1)
 	return sandboxinit.Run(fallbackInit, args, stdin, stdout, stderr)
 }
