@@ -7,6 +7,7 @@ export GOFLAGS := -tags=$(GOTAGS)
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/istota/istota/sidecar/internal/app.Version=$(VERSION)
 BIN := bin/istota
+BIN_INIT := bin/istota-init
 CONFIG ?=
 # The Claude Code CLI from npm (nextcloud-app/package.json), used by `make run` and the tests.
 export ISTOTA_CLAUDE_BIN ?= $(CURDIR)/nextcloud-app/node_modules/@anthropic-ai/claude-code/bin/claude.exe
@@ -19,8 +20,11 @@ help: ## list the targets
 deps: ## install Debian packages, npm tooling and Go modules (idempotent)
 	@scripts/deps.sh
 
-build: ## build the sidecar into bin/istota (with the npm claude CLI linked beside it)
+build: ## build the sidecar into bin/istota and its sandbox init into bin/istota-init (with the npm claude CLI linked beside them)
 	$(GO) build -tags $(GOTAGS) -ldflags '$(LDFLAGS)' -o $(BIN) ./sidecar/cmd/istota
+	@# The sandbox's pid 1, started once per task; istota finds it beside itself. Built as
+	@# it ships (static without cgo, stripped) since its start time is the point of it.
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(BIN_INIT) ./sidecar/cmd/istota-init
 	@# istota finds the default brain.claude_path ("claude") beside itself, so serve,
 	@# task and doctor run from bin/ all use the CLI `make deps` installed.
 	@if [ -x '$(ISTOTA_CLAUDE_BIN)' ]; then ln -sfn '$(ISTOTA_CLAUDE_BIN)' bin/claude; fi

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds the app-store release tarball build/appstore/istota-<version>.tar.gz: one folder
 # istota/ holding what Nextcloud reads at run time (appinfo lib templates img js, and l10n
-# when present) plus static sidecar binaries bin/amd64/istota and bin/arm64/istota, and
-# nothing else. The version comes from appinfo/info.xml.
+# when present) plus the static sidecar binaries bin/amd64/istota and bin/arm64/istota and,
+# beside each, the sandbox init istota-init, and nothing else. The version comes from
+# appinfo/info.xml.
 #
 #   scripts/appstore.sh [--sign-key app.key --sign-cert app.crt] [--out DIR] [--app-root DIR]
 #
@@ -72,6 +73,9 @@ app_id=$(xmllint --xpath 'string(/info/id)' "$app_root/appinfo/info.xml")
 cache=$repo/build/appstore/cache
 mkdir -p "$cache"
 tags='sqlite_fts5 sqlite_omit_load_extension osusergo netgo'
+# istota-init (every sandbox's pid 1) needs no sqlite, so no cgo: static by itself and
+# the same for any C compiler. Keep in step with sidecar/internal/sandbox/sandboxtest.
+init_flags='CGO_ENABLED=0 -trimpath -ldflags=-s -w'
 
 # The cache key covers everything the binaries are made of: the Go sources (and embedded
 # files) of the sidecar, the module graph, the version stamped in, the build flags and the
@@ -79,21 +83,23 @@ tags='sqlite_fts5 sqlite_omit_load_extension osusergo netgo'
 source_key() {
 	local arch=$1 cc=$2
 	{
-		echo "version=$version tags=$tags arch=$arch"
+		echo "version=$version tags=$tags init=$init_flags arch=$arch"
 		go version
 		"$cc" --version | head -n1
 		(cd "$repo" && find sidecar go.mod go.sum -type f ! -name '*_test.go' ! -path '*/testdata/*' -print0 | LC_ALL=C sort -z | xargs -0 sha256sum)
 	} | sha256sum | cut -d' ' -f1
 }
 
+# Both binaries of one architecture are built together under one key: they ship together
+# and must come from the same sources (the init refuses another protocol version).
 build_binary() {
 	local arch=$1 cc=$2 machine=$3
-	local bin=$cache/$arch/istota stamp=$cache/$arch/istota.key key
+	local bin=$cache/$arch/istota init=$cache/$arch/istota-init stamp=$cache/$arch/istota.key key
 	key=$(source_key "$arch" "$cc")
-	if [ -x "$bin" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$key" ]; then
-		echo "appstore: bin/$arch/istota is up to date"
+	if [ -x "$bin" ] && [ -x "$init" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$key" ]; then
+		echo "appstore: bin/$arch/istota and bin/$arch/istota-init are up to date"
 	else
-		echo "appstore: building bin/$arch/istota (static, $cc)"
+		echo "appstore: building bin/$arch/istota (static, $cc) and bin/$arch/istota-init (static, no cgo)"
 		mkdir -p "$cache/$arch"
 		rm -f "$stamp"
 		# GOFLAGS from the Makefile or the user's go env must not add tags or change modes.
@@ -101,13 +107,19 @@ build_binary() {
 			go build -buildvcs=false -tags "$tags" -trimpath \
 			-ldflags "-s -w -X github.com/istota/istota/sidecar/internal/app.Version=$version -linkmode external -extldflags -static" \
 			-o "$bin.tmp" ./sidecar/cmd/istota) || die "building bin/$arch/istota failed"
+		(cd "$repo" && GOFLAGS='' CGO_ENABLED=0 GOOS=linux GOARCH=$arch \
+			go build -buildvcs=false -trimpath -ldflags "-s -w" \
+			-o "$init.tmp" ./sidecar/cmd/istota-init) || die "building bin/$arch/istota-init failed"
 		mv "$bin.tmp" "$bin"
+		mv "$init.tmp" "$init"
 		echo "$key" >"$stamp"
 	fi
-	local desc
-	desc=$(file -b "$bin")
-	[[ $desc == *"statically linked"* ]] || die "bin/$arch/istota is not statically linked: $desc"
-	[[ $desc == *"$machine"* ]] || die "bin/$arch/istota is not a $machine binary: $desc"
+	local desc f
+	for f in "$bin" "$init"; do
+		desc=$(file -b "$f")
+		[[ $desc == *"statically linked"* ]] || die "bin/$arch/$(basename "$f") is not statically linked: $desc"
+		[[ $desc == *"$machine"* ]] || die "bin/$arch/$(basename "$f") is not a $machine binary: $desc"
+	done
 }
 
 build_binary amd64 gcc x86-64
@@ -115,6 +127,9 @@ build_binary arm64 aarch64-linux-gnu-gcc "ARM aarch64"
 if [ "$(uname -m)" = x86_64 ]; then
 	got=$("$cache/amd64/istota" version) || die "bin/amd64/istota does not run"
 	[ "$got" = "istota $version" ] || die "bin/amd64/istota reports \"$got\", want \"istota $version\""
+	# Outside a sandbox the init runs a command as a plain parent and returns its status.
+	got=$("$cache/amd64/istota-init" -- /bin/echo init-ok) || die "bin/amd64/istota-init does not run"
+	[ "$got" = init-ok ] || die "bin/amd64/istota-init ran /bin/echo init-ok and printed \"$got\""
 fi
 
 # --- stage the app folder ----------------------------------------------------------------
@@ -130,6 +145,8 @@ for d in "${required[@]}" "${optional[@]}"; do
 done
 install -m 0755 "$cache/amd64/istota" "$stage/istota/bin/amd64/istota"
 install -m 0755 "$cache/arm64/istota" "$stage/istota/bin/arm64/istota"
+install -m 0755 "$cache/amd64/istota-init" "$stage/istota/bin/amd64/istota-init"
+install -m 0755 "$cache/arm64/istota-init" "$stage/istota/bin/arm64/istota-init"
 # The stage must hold exactly what Nextcloud will find after the install, and nothing odd.
 if [ -n "$(find "$stage/istota" ! -type f ! -type d -print -quit)" ]; then
 	die "the staged app holds something other than files and folders: $(find "$stage/istota" ! -type f ! -type d | head -n3)"

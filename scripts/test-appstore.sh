@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Tests the release packaging and the deploy files for real:
 #  1. builds the app-store tarball (scripts/appstore.sh), unpacks it and checks its
-#     allowlist, the static binaries for amd64 and arm64, and that appinfo/info.xml validates
+#     allowlist, the static binaries (istota and the sandbox init istota-init) for amd64
+#     and arm64, and that appinfo/info.xml validates
 #     against the app store's schema (../shared/reference/app-info.xsd);
 #  2. that a missing required folder stops the build with a clear message;
 #  3. a build signed with a throwaway key and certificate: the .sig verifies with
@@ -89,7 +90,7 @@ got_top=$(cd "$app" && find . -mindepth 1 -maxdepth 1 -printf '%f\n' | LC_ALL=C 
 check "top-level entries are exactly: $want_top (got: $got_top)" test "$got_top" = "$want_top"
 check "only istota/ at the root of the tarball" test "$(find "$tmp/u" -mindepth 1 -maxdepth 1 | wc -l)" -eq 1
 got_bin=$(cd "$app/bin" && find . -mindepth 1 | LC_ALL=C sort | xargs)
-check "bin/ holds exactly amd64/istota and arm64/istota (got: $got_bin)" test "$got_bin" = "./amd64 ./amd64/istota ./arm64 ./arm64/istota"
+check "bin/ holds exactly istota and istota-init for amd64 and arm64 (got: $got_bin)" test "$got_bin" = "./amd64 ./amd64/istota ./amd64/istota-init ./arm64 ./arm64/istota ./arm64/istota-init"
 
 forbidden=$(cd "$app" && find . -mindepth 1 \( -name '.*' -o -name node_modules -o -name tests -o -name test -o -name src \
 	-o -name '*.map' -o -name '*.vue' -o -name '*.ts' -o -name '*.go' -o -name 'package*.json' -o -name 'composer.*' \
@@ -105,14 +106,23 @@ for d in appinfo lib img js templates l10n; do
 done
 
 for arch in amd64 arm64; do
-	bin=$app/bin/$arch/istota
 	case $arch in amd64) machine=x86-64 ;; arm64) machine="ARM aarch64" ;; esac
-	desc=$(file -b "$bin")
-	check "bin/$arch/istota is a static $machine executable" bash -c '[[ $1 == *"statically linked"* && $1 == *"$2"* ]]' _ "$desc" "$machine"
-	check "bin/$arch/istota is mode 0755" test "$(stat -c %a "$bin")" = 755
+	for name in istota istota-init; do
+		bin=$app/bin/$arch/$name
+		desc=$(file -b "$bin")
+		check "bin/$arch/$name is a static, stripped $machine executable" bash -c '[[ $1 == *"statically linked"* && $1 == *"$2"* && $1 == *", stripped"* ]]' _ "$desc" "$machine"
+		check "bin/$arch/$name is mode 0755" test "$(stat -c %a "$bin")" = 755
+	done
+	# The init starts once per task; it is a fraction of the sidecar's size (no sqlite,
+	# no third-party packages) and must stay so.
+	check "bin/$arch/istota-init is under 4 MiB ($(stat -c %s "$app/bin/$arch/istota-init") bytes)" test "$(stat -c %s "$app/bin/$arch/istota-init")" -lt $((4 << 20))
 done
 if [ "$(uname -m)" = x86_64 ]; then
 	check "bin/amd64/istota runs and reports version $version" test "$("$app/bin/amd64/istota" version)" = "istota $version"
+	check "bin/amd64/istota-init runs a command and returns its status" \
+		bash -c 'out=$("$1" -- /bin/sh -c "echo cmd-ran; exit 3"); [ $? = 3 ] && [ "$out" = cmd-ran ]' _ "$app/bin/amd64/istota-init"
+	check "bin/amd64/istota-init refuses another protocol version" \
+		bash -c 'out=$("$1" --protocol=999 -- /bin/echo cmd-ran 2>&1); [ $? = 2 ] && [[ $out == *"protocol mismatch"* && $out != *cmd-ran* ]]' _ "$app/bin/amd64/istota-init"
 fi
 check "appinfo/info.xml validates against app-info.xsd" xmllint --noout --schema "$xsd" "$app/appinfo/info.xml"
 
@@ -206,7 +216,7 @@ if php -n "$tmp/verify-signature.php" "$tmp/s/istota" 1 2>/dev/null; then
 else
 	ok "signature.json does not verify changed hashes"
 fi
-check "the signed hashes cover both binaries" php -n -r '$h = json_decode(file_get_contents($argv[1]), true)["hashes"]; exit(isset($h["bin/amd64/istota"], $h["bin/arm64/istota"], $h["appinfo/info.xml"]) ? 0 : 1);' "$tmp/s/istota/appinfo/signature.json"
+check "the signed hashes cover all four binaries" php -n -r '$h = json_decode(file_get_contents($argv[1]), true)["hashes"]; exit(isset($h["bin/amd64/istota"], $h["bin/arm64/istota"], $h["bin/amd64/istota-init"], $h["bin/arm64/istota-init"], $h["appinfo/info.xml"]) ? 0 : 1);' "$tmp/s/istota/appinfo/signature.json"
 check "apart from signature.json the signed app equals the unsigned one" diff -r --exclude=signature.json "$app" "$tmp/s/istota"
 
 openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out "$tmp/other.key" 2>/dev/null

@@ -14,8 +14,8 @@ use OCP\Migration\IRepairStep;
 use Psr\Log\LoggerInterface;
 
 /**
- * RestoreSidecarPermissions gives the sidecar binaries shipped in bin/<arch>/istota their
- * run bit back (mode 0755). Installing or updating an app from the store unpacks it
+ * RestoreSidecarPermissions gives the sidecar binaries shipped in bin/<arch>/ (istota and
+ * its sandbox init istota-init) their run bit back (mode 0755). Installing or updating an app from the store unpacks it
  * without keeping file modes on some setups, and a sidecar that cannot be executed looks
  * like a sidecar that is down. It runs on install and after every update, reports what it
  * did or could not do, and never fails the upgrade.
@@ -23,6 +23,13 @@ use Psr\Log\LoggerInterface;
 class RestoreSidecarPermissions implements IRepairStep {
 	/** The binary's mode: everyone may run it, only the owner may change it. */
 	public const MODE = 0755;
+
+	/**
+	 * The binaries of one architecture, and whether each must be there. The sidecar runs
+	 * without istota-init (its own sandbox-init takes over, each task starts slower), so
+	 * only a missing istota is worth a warning; a present istota-init is fixed all the same.
+	 */
+	private const BINARIES = ['istota' => true, 'istota-init' => false];
 
 	/** uname -m spellings of the architectures we ship, by their folder name under bin/. */
 	private const ARCHITECTURES = [
@@ -57,15 +64,17 @@ class RestoreSidecarPermissions implements IRepairStep {
 			));
 		}
 		foreach (array_keys(self::ARCHITECTURES) as $arch) {
-			$path = $root . '/bin/' . $arch . '/istota';
-			// The other architecture's binary is fixed too when it is there (shared app
-			// folders, moved disks), but only this machine's must be.
-			try {
-				$this->restore($path, $arch === $own, $output);
-			} catch (\Throwable $e) {
-				// A repair step that throws stops the whole upgrade; this one only reports.
-				$this->logger->error('Checking the Istota sidecar binary failed', ['path' => $path, 'exception' => $e]);
-				$output->warning(sprintf('Could not check %s; see the Nextcloud log.', $path));
+			foreach (self::BINARIES as $name => $required) {
+				$path = $root . '/bin/' . $arch . '/' . $name;
+				// The other architecture's binaries are fixed too when they are there (shared
+				// app folders, moved disks), but only this machine's istota must be.
+				try {
+					$this->restore($path, $required && $arch === $own, $output);
+				} catch (\Throwable $e) {
+					// A repair step that throws stops the whole upgrade; this one only reports.
+					$this->logger->error('Checking the Istota sidecar binary failed', ['path' => $path, 'exception' => $e]);
+					$output->warning(sprintf('Could not check %s; see the Nextcloud log.', $path));
+				}
 			}
 		}
 	}

@@ -105,7 +105,7 @@ func TestDoctor(t *testing.T) {
 	if err != nil {
 		t.Fatalf("doctor: %v\n%s%s", err, out, stderr)
 	}
-	for _, want := range []string{"✓ configuration", "✓ database", "✓ agent binary", "✓ sandbox", "✓ model login", "✓ Nextcloud reachable: Nextcloud 31.0.2", "✓ Talk bot secret", "✓ signed round trip"} {
+	for _, want := range []string{"✓ configuration", "✓ database", "✓ agent binary", "✓ sandbox", "✓ sandbox init: ", "✓ model login", "✓ Nextcloud reachable: Nextcloud 31.0.2", "✓ Talk bot secret", "✓ signed round trip"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("doctor output lacks %q:\n%s", want, out)
 		}

@@ -23,23 +23,27 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/istota/istota/sidecar/internal/sandbox"
 	"github.com/istota/istota/sidecar/internal/signing"
 )
 
-// installedBinary lays istota out as `make build` does: the binary with the claude CLI
-// linked beside it, so the default brain.claude_path ("claude") is found without any
-// configuration or environment, by serve and doctor alike.
+// installedBinary lays istota out as `make build` does: the binary with the sandbox
+// init beside it and the claude CLI linked beside it, so the default brain.claude_path
+// ("claude") is found without any configuration or environment, by serve and doctor
+// alike.
 func installedBinary(t *testing.T) string {
 	t.Helper()
 	dir := reachableDir(t)
 	bin := filepath.Join(dir, "istota")
-	if err := os.Link(binary, bin); err != nil {
-		raw, err := os.ReadFile(binary)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(bin, raw, 0o755); err != nil {
-			t.Fatal(err)
+	for _, f := range [][2]string{{binary, bin}, {filepath.Join(filepath.Dir(binary), sandbox.InitFile), filepath.Join(dir, sandbox.InitFile)}} {
+		if err := os.Link(f[0], f[1]); err != nil {
+			raw, err := os.ReadFile(f[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(f[1], raw, 0o755); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	if err := os.Symlink(claudeBinary(t), filepath.Join(dir, "claude")); err != nil {
@@ -294,10 +298,14 @@ func TestFirstRunThenDoctor(t *testing.T) {
 	cmd := exec.Command(bin, "doctor")
 	cmd.Dir, cmd.Env = dir, env
 	out, _ := cmd.CombinedOutput() // no Nextcloud and no API key here: doctor exits 1
-	for _, want := range []string{"✓ configuration", "✓ database", "✓ agent binary", "✓ sandbox", "✓ signed round trip"} {
+	for _, want := range []string{"✓ configuration", "✓ database", "✓ agent binary", "✓ sandbox",
+		"✓ sandbox init: " + filepath.Join(filepath.Dir(bin), sandbox.InitFile) + " (protocol", "✓ signed round trip"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("doctor did not print %q:\n%s", want, out)
 		}
+	}
+	if strings.Contains(f.logs(), sandbox.InitFile+" is missing") {
+		t.Errorf("serve warned of a missing init that is there:\n%s", f.logs())
 	}
 	if !strings.Contains(string(out), "✗ model login") {
 		t.Errorf("doctor should name the missing API key:\n%s", out)
@@ -310,8 +318,21 @@ func TestFirstRunThenDoctor(t *testing.T) {
 	f.stop() // --dry-run needs the data directory to itself
 	dry := exec.Command(noAgent, "task", "What is on my list?", "-u", "alice", "--dry-run")
 	dry.Dir, dry.Env = dir, env
-	if out, err := dry.CombinedOutput(); err != nil || !strings.Contains(string(out), "What is on my list?") {
+	out, err := dry.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "What is on my list?") {
 		t.Fatalf("dry run without an agent binary: %v\n%s", err, out)
+	}
+	// Nor istota-init beside it, as an install from before it shipped: the istota
+	// binary is the init, with one warning that says so and the doctor naming it.
+	if n := strings.Count(string(out), sandbox.InitFile+" is missing beside the istota binary"); n != 1 {
+		t.Errorf("a binary without %s beside it warned %d times, want once:\n%s", sandbox.InitFile, n, out)
+	}
+	doc := exec.Command(noAgent, "doctor")
+	doc.Dir, doc.Env = dir, env
+	out, _ = doc.CombinedOutput()
+	if want := "✓ sandbox init: " + noAgent + " " + sandbox.InitCommand + " (the istota binary itself"; !strings.Contains(string(out), want) ||
+		!strings.Contains(string(out), "✓ sandbox: bwrap works") {
+		t.Errorf("doctor of a binary without %s did not print %q and a working sandbox:\n%s", sandbox.InitFile, want, out)
 	}
 	run := exec.Command(noAgent, "task", "What is on my list?", "-u", "alice")
 	run.Dir, run.Env = dir, env

@@ -24,11 +24,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/istota/istota/sidecar/internal/sandbox"
+	"github.com/istota/istota/sidecar/internal/sandbox/sandboxtest"
 	"github.com/istota/istota/sidecar/internal/signing"
 	"github.com/istota/istota/sidecar/internal/store"
 )
 
-// binary is the istota executable built once for the whole package.
+// binary is the istota executable built once for the whole package, with istota-init
+// beside it.
 var binary string
 
 func TestMain(m *testing.M) {
@@ -44,6 +47,11 @@ func TestMain(m *testing.M) {
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "building istota:", err)
+		os.Exit(1)
+	}
+	// The sandbox init ships beside istota, and istota finds it there.
+	if err := sandboxtest.Build(filepath.Join(dir, sandbox.InitFile)); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	code := m.Run()

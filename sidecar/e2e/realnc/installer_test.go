@@ -168,6 +168,7 @@ func testInstaller(t *testing.T, e *env) {
 	for _, want := range []string{
 		"✓ service account: create the system user " + account,
 		"✓ binary: copy " + binary,
+		"✓ sandbox init: copy " + filepath.Join(filepath.Dir(binary), "istota-init") + " to " + filepath.Join(base, "bin", "istota-init"),
 		"✓ data folder: create",
 		"· agent: the claude CLI at ",
 		"· Nextcloud setup: secrets, bot account and Talk bot ready",
@@ -175,7 +176,8 @@ func testInstaller(t *testing.T, e *env) {
 		"✓ configuration: write",
 		"✓ service: running in the foreground as " + account,
 		// The doctor, as the service account, against the service just started.
-		"✓ configuration: valid", "✓ database:", "✓ agent binary:", "✓ sandbox:", "✓ model login: the model API key",
+		"✓ configuration: valid", "✓ database:", "✓ agent binary:", "✓ sandbox:",
+		"✓ sandbox init: " + filepath.Join(base, "bin", "istota-init") + " (protocol", "✓ model login: the model API key",
 		"✓ Nextcloud reachable:", "✓ Talk bot secret:", "✓ signed round trip",
 		"Ready: mention the bot in Talk.",
 	} {
@@ -209,6 +211,7 @@ func testInstaller(t *testing.T, e *env) {
 	checkOwner(filepath.Join(base, "etc", "istota.toml"), 0o640, 0, gid)
 	checkOwner(filepath.Join(base, "etc", "api_key"), 0o640, 0, gid)
 	checkOwner(filepath.Join(base, "bin", "istota"), 0o755, 0, 0)
+	checkOwner(filepath.Join(base, "bin", "istota-init"), 0o755, 0, 0)
 	checkOwner(filepath.Join(base, "data"), 0o700, uid, gid)
 	if _, err := os.Stat(filepath.Join(base, "systemd", "istota.service")); err == nil {
 		t.Errorf("--no-systemd installed the unit")
@@ -264,7 +267,7 @@ func testInstaller(t *testing.T, e *env) {
 		if _, err := user.Lookup(account); err == nil {
 			t.Errorf("the account %s is still there:\n%s", account, out)
 		}
-		for _, gone := range []string{"etc", "bin/istota", "systemd/istota.service"} {
+		for _, gone := range []string{"etc", "bin/istota", "bin/istota-init", "systemd/istota.service"} {
 			if _, err := os.Stat(filepath.Join(base, gone)); err == nil {
 				t.Errorf("%s is still there:\n%s", gone, out)
 			}

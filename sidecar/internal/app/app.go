@@ -59,7 +59,9 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		}
 		return nil
 	case "sandbox-init":
-		// Runs inside the sandbox as its init: no config, no database, no secrets.
+		// Runs inside the sandbox as its init when istota-init is not beside this binary
+		// (an older install), and sets the command's limits when util-linux prlimit is
+		// missing: no config, no database, no secrets.
 		if code := sandbox.RunInit(rest, stdin, stdout, stderr); code != 0 {
 			return ExitCode(code)
 		}

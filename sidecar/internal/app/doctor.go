@@ -98,6 +98,24 @@ func cmdDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 		return "bwrap works for uid " + strconv.Itoa(int(scfg.AgentUID)) + " (0 = the sidecar's own)", nil
 	})
+	if !cfg.Sandbox.Unsandboxed {
+		// Which init the sandboxes start: a missing istota-init works, but slower.
+		check("sandbox init", func() (string, error) {
+			scfg, err := sandboxConfig(cfg)
+			if err != nil {
+				return "", err
+			}
+			r, err := sandbox.New(scfg, nil)
+			if err != nil {
+				return "", err
+			}
+			defer r.Close()
+			if scfg.InitPath == "" {
+				return r.InitInUse() + "; " + initBeside(scfg.SelfPath) + " is missing", nil
+			}
+			return r.InitInUse(), nil
+		})
+	}
 	check("model login", func() (string, error) {
 		return doctorLogin(ctx, cfg, db)
 	})

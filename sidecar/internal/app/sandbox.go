@@ -56,6 +56,12 @@ func newSandboxLaunchers(ctx context.Context, cfg config.Config, willRun bool, l
 	if err != nil {
 		return nil, err
 	}
+	if !scfg.Unsandboxed && scfg.InitPath == "" {
+		// An install from before istota-init shipped, or one that lost the file: tasks
+		// still run, with the whole istota binary as their init.
+		log.Warn("sandbox: "+sandbox.InitFile+" is missing beside the istota binary, so every sandbox starts the whole istota binary as its init, about 20 ms slower per task; install "+sandbox.InitFile+" from the same release beside it",
+			"looked_for", initBeside(scfg.SelfPath))
+	}
 	if scfg.Unsandboxed {
 		log.Warn("SANDBOX DISABLED: agents run directly on the host and can read everything the agent account can; use this for single-user development only")
 	} else if willRun {
@@ -80,11 +86,18 @@ func newSandboxLaunchers(ctx context.Context, cfg config.Config, willRun bool, l
 	return &sandboxLaunchers{runner: runner, cfg: cfg, agent: agent, log: log}, nil
 }
 
-// sandboxConfig derives the sandbox runner's configuration: this binary as the
-// in-sandbox init, per-task sockets under the data directory, the configured limits,
-// and — when istota runs as root — the unprivileged account agents run as.
+// sandboxConfig derives the sandbox runner's configuration: istota-init beside this
+// binary as the in-sandbox init (this binary itself when there is none), per-task
+// sockets under the data directory, the configured limits, and — when istota runs as
+// root — the unprivileged account agents run as.
 func sandboxConfig(cfg config.Config) (sandbox.Config, error) {
-	self, err := os.Executable()
+	exe, err := os.Executable()
+	if err != nil {
+		return sandbox.Config{}, fmt.Errorf("locate the istota binary: %w", err)
+	}
+	// Resolved first: /usr/local/bin/istota may be a link into the app folder, and the
+	// init ships beside the real file.
+	self, err := filepath.EvalSymlinks(exe)
 	if err != nil {
 		return sandbox.Config{}, fmt.Errorf("locate the istota binary: %w", err)
 	}
@@ -95,6 +108,7 @@ func sandboxConfig(cfg config.Config) (sandbox.Config, error) {
 	scfg := sandbox.Config{
 		BwrapPath:   cfg.Sandbox.BwrapPath,
 		SelfPath:    self,
+		InitPath:    findInit(self),
 		SocketDir:   filepath.Join(dataDir, "run"),
 		Unsandboxed: cfg.Sandbox.Unsandboxed,
 		Limits: sandbox.Limits{
@@ -119,6 +133,22 @@ func sandboxConfig(cfg config.Config) (sandbox.Config, error) {
 		scfg.AgentUID, scfg.AgentGID = uint32(uid), uint32(gid)
 	}
 	return scfg, nil
+}
+
+// initBeside is where the sandbox init that ships with the istota binary self belongs.
+func initBeside(self string) string {
+	return filepath.Join(filepath.Dir(self), sandbox.InitFile)
+}
+
+// findInit returns istota-init beside self when it is an executable file, else "" (the
+// sandbox then runs self's own sandbox-init).
+func findInit(self string) string {
+	p := initBeside(self)
+	fi, err := os.Stat(p)
+	if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
+		return ""
+	}
+	return p
 }
 
 // agentPath is the agent binary as the brain must name it inside the sandbox.

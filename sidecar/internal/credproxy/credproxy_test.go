@@ -22,7 +22,7 @@ import (
 
 	"github.com/istota/istota/sidecar/internal/audit"
 	"github.com/istota/istota/sidecar/internal/kv"
-	"github.com/istota/istota/sidecar/internal/sandbox"
+	"github.com/istota/istota/sidecar/internal/sandbox/sandboxtest"
 	"github.com/istota/istota/sidecar/internal/skills"
 	"github.com/istota/istota/sidecar/internal/store"
 )
@@ -32,15 +32,13 @@ import (
 const clientCommand = "skill"
 
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 {
-		switch os.Args[1] {
-		case sandbox.InitCommand:
-			os.Exit(sandbox.RunInit(os.Args[2:], os.Stdin, os.Stdout, os.Stderr))
-		case clientCommand:
-			os.Exit(RunClient(os.Args[2:], os.Stdin, os.Stdout, os.Stderr))
-		}
+	// The sandbox's init is the real istota-init (sandboxtest).
+	if len(os.Args) > 1 && os.Args[1] == clientCommand {
+		os.Exit(RunClient(os.Args[2:], os.Stdin, os.Stdout, os.Stderr))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	sandboxtest.Cleanup()
+	os.Exit(code)
 }
 
 // upstream is an HTTP service a skill talks to with the user's credential.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/istota/istota/sidecar/internal/audit"
 	"github.com/istota/istota/sidecar/internal/sandbox"
+	"github.com/istota/istota/sidecar/internal/sandbox/sandboxtest"
 )
 
 // TestClientInsideSandbox runs "istota skill …" (this test binary, see TestMain) inside
@@ -39,7 +40,7 @@ func TestClientInsideSandbox(t *testing.T) {
 	if err := os.Link(exe, self); err != nil {
 		copyExecutable(t, exe, self)
 	}
-	cfg := sandbox.Config{SelfPath: self, SocketDir: filepath.Join(base, "sockets")}
+	cfg := sandbox.Config{SelfPath: self, InitPath: sandboxtest.Init(t, base), SocketDir: filepath.Join(base, "sockets")}
 	if os.Geteuid() == 0 {
 		cfg.AgentUID, cfg.AgentGID = 65534, 65534
 	}

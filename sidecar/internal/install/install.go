@@ -1,5 +1,6 @@
 // Package install puts the sidecar in place on a Nextcloud server in one idempotent
-// command (`istota install`): the service account, the binary, the agent, the
+// command (`istota install`): the service account, the binary and its sandbox init, the
+// agent, the
 // configuration written from `occ istota:setup`, the systemd unit. Every step first
 // looks at what is there and changes only what differs, so a second run changes nothing
 // and says so; --dry-run says what each step would do; --uninstall undoes them.
@@ -17,6 +18,8 @@ import (
 	"path/filepath"
 	"strings"
 	"text/template"
+
+	"github.com/istota/istota/sidecar/internal/sandbox"
 )
 
 // Defaults of a real server; the tests point every one of them elsewhere.
@@ -151,7 +154,7 @@ func (in *Installer) info(name, detail string) { in.out("·", name, detail) }
 // Install runs every step in order and stops at the first that fails.
 func (in *Installer) Install(ctx context.Context) error {
 	for _, s := range []func(context.Context) error{
-		in.findNextcloud, in.account, in.binary, in.dataDir, in.agent, in.setup, in.apiKey, in.config, in.service,
+		in.findNextcloud, in.account, in.binary, in.sandboxInit, in.dataDir, in.agent, in.setup, in.apiKey, in.config, in.service,
 	} {
 		if err := s(ctx); err != nil {
 			return err
@@ -236,6 +239,57 @@ func (in *Installer) binary(ctx context.Context) error {
 		}
 		in.changed = true
 		return in.sys.WriteFile(in.o.Binary, data, 0o755, 0, 0)
+	})
+}
+
+// initSource and initPath are the sandbox init (sandbox.InitFile) beside Source and
+// beside Binary: the installed istota looks for it beside itself.
+func (in *Installer) initSource() string {
+	return filepath.Join(filepath.Dir(in.o.Source), sandbox.InitFile)
+}
+
+func (in *Installer) initPath() string {
+	return filepath.Join(filepath.Dir(in.o.Binary), sandbox.InitFile)
+}
+
+// sandboxInit copies istota-init beside the installed binary like the binary itself
+// (root's, 0755). An app without one (older releases) installs none, and removes one
+// left from another release: the init refuses to serve an istota of another version.
+func (in *Installer) sandboxInit(ctx context.Context) error {
+	src, dst := in.initSource(), in.initPath()
+	if !in.sys.Exists(src) {
+		if !in.sys.Exists(dst) {
+			in.info("sandbox init", "none beside "+in.o.Source+"; istota runs its own sandbox-init, which starts each task slower")
+			return nil
+		}
+		return in.step("sandbox init", func() (string, error) {
+			return "remove " + dst + " (none beside " + in.o.Source + ", so it is from another release)", nil
+		}, func() error {
+			in.changed = true
+			return in.sys.RemoveAll(dst)
+		})
+	}
+	return in.step("sandbox init", func() (string, error) {
+		want, err := in.sys.ReadFile(src)
+		if err != nil {
+			return "", err
+		}
+		have, err := in.sys.ReadFile(dst)
+		if err == nil && sha256.Sum256(have) == sha256.Sum256(want) {
+			return "", nil
+		}
+		return "copy " + src + " to " + dst, nil
+	}, func() error {
+		data, err := in.sys.ReadFile(src)
+		if err != nil {
+			return err
+		}
+		if err := in.sys.MkdirAll(filepath.Dir(dst), 0o755, 0, 0); err != nil {
+			return err
+		}
+		// The running sidecar chose its init when it started: restart it.
+		in.changed = true
+		return in.sys.WriteFile(dst, data, 0o755, 0, 0)
 	})
 }
 
@@ -504,7 +558,8 @@ func (in *Installer) verifyUnit(ctx context.Context, unit []byte) error {
 	return nil
 }
 
-// Uninstall undoes Install: the unit, the binary, the configuration and the account.
+// Uninstall undoes Install: the unit, the binary and its sandbox init, the configuration
+// and the account.
 // The data folder stays unless Purge.
 func (in *Installer) Uninstall(ctx context.Context) error {
 	name := filepath.Base(in.o.UnitPath)
@@ -534,6 +589,7 @@ func (in *Installer) Uninstall(ctx context.Context) error {
 			return nil
 		}},
 		{"binary", existsThen(in.sys, in.o.Binary, "remove "+in.o.Binary), func() error { return in.sys.RemoveAll(in.o.Binary) }},
+		{"sandbox init", existsThen(in.sys, in.initPath(), "remove "+in.initPath()), func() error { return in.sys.RemoveAll(in.initPath()) }},
 		{"configuration", existsThen(in.sys, in.o.ConfigDir, "remove "+in.o.ConfigDir), func() error { return in.sys.RemoveAll(in.o.ConfigDir) }},
 		{"service account", func() (string, error) {
 			_, _, ok, err := in.sys.LookupUser(in.o.User)

@@ -36,6 +36,9 @@ type machine struct {
 	nextUID  int
 }
 
+// appInit is the sandbox init the app ships beside its binary.
+const appInit = "/var/www/nextcloud/apps/istota/bin/amd64/istota-init"
+
 func newMachine() *machine {
 	m := &machine{
 		files:    map[string]*fakeFile{},
@@ -48,6 +51,7 @@ func newMachine() *machine {
 	m.files["/var/www/nextcloud/occ"] = &fakeFile{data: []byte("<?php"), owner: "www-data"}
 	m.files["/var/www/nextcloud/config/config.php"] = &fakeFile{data: []byte("<?php"), owner: "www-data"}
 	m.files["/var/www/nextcloud/apps/istota/bin/amd64/istota"] = &fakeFile{data: []byte("istota v1"), mode: 0o755, owner: "www-data"}
+	m.files[appInit] = &fakeFile{data: []byte("istota-init v1"), mode: 0o755, owner: "www-data"}
 	m.files[systemdRunning] = &fakeFile{dir: true}
 	return m
 }
@@ -180,6 +184,7 @@ func TestFreshInstall(t *testing.T) {
 		"· Nextcloud: /var/www/nextcloud, occ runs as www-data",
 		"✓ service account: create the system user istota",
 		"✓ binary: copy",
+		"✓ sandbox init: copy " + appInit + " to /usr/local/bin/istota-init",
 		"✓ data folder: create /var/lib/istota",
 		"✓ agent: install the claude CLI",
 		"· Nextcloud setup:",
@@ -207,6 +212,9 @@ func TestFreshInstall(t *testing.T) {
 	// The binary is root's (the service account cannot replace what it runs), the
 	// configuration holds secrets: readable by the service's group, writable by root only.
 	check("/usr/local/bin/istota", 0o755, 0, 0)
+	if f := check("/usr/local/bin/istota-init", 0o755, 0, 0); string(f.data) != "istota-init v1" {
+		t.Errorf("the sandbox init holds %q", f.data)
+	}
 	check("/var/lib/istota", 0o700, uid, uid)
 	check("/etc/istota", 0o750, 0, uid)
 	cfg := check("/etc/istota/istota.toml", 0o640, 0, uid)
@@ -263,16 +271,43 @@ func TestNewBinaryRestartsTheService(t *testing.T) {
 	m := newMachine()
 	run(t, m, Options{Systemd: true}, false)
 	m.files["/var/www/nextcloud/apps/istota/bin/amd64/istota"].data = []byte("istota v2")
+	m.files[appInit].data = []byte("istota-init v2")
 	m.commands = nil
 	lines, err := run(t, m, Options{Systemd: true}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !has(lines, "✓ binary: copy") || !has(lines, "✓ service: restart istota.service") {
+	if !has(lines, "✓ binary: copy") || !has(lines, "✓ sandbox init: copy") || !has(lines, "✓ service: restart istota.service") {
 		t.Errorf("an updated app did not replace and restart the service:\n%s", strings.Join(lines, "\n"))
 	}
-	if string(m.files["/usr/local/bin/istota"].data) != "istota v2" {
-		t.Errorf("the binary was not replaced")
+	if string(m.files["/usr/local/bin/istota"].data) != "istota v2" || string(m.files["/usr/local/bin/istota-init"].data) != "istota-init v2" {
+		t.Errorf("the binary or its init was not replaced")
+	}
+}
+
+// An app without istota-init (a release from before it) installs without one, and takes
+// away one a newer release left: an init of another version refuses to serve.
+func TestAppWithoutSandboxInit(t *testing.T) {
+	m := newMachine()
+	delete(m.files, appInit)
+	lines, err := run(t, m, Options{Systemd: true}, false)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, strings.Join(lines, "\n"))
+	}
+	if !has(lines, "· sandbox init: none beside") || m.Exists("/usr/local/bin/istota-init") {
+		t.Errorf("an app without istota-init:\n%s", strings.Join(lines, "\n"))
+	}
+
+	m = newMachine()
+	run(t, m, Options{Systemd: true}, false)
+	delete(m.files, appInit)
+	m.commands = nil
+	lines, err = run(t, m, Options{Systemd: true}, false)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, strings.Join(lines, "\n"))
+	}
+	if !has(lines, "✓ sandbox init: remove /usr/local/bin/istota-init") || m.Exists("/usr/local/bin/istota-init") || !has(lines, "✓ service: restart") {
+		t.Errorf("a stale istota-init was not removed (and the service restarted):\n%s", strings.Join(lines, "\n"))
 	}
 }
 
@@ -291,7 +326,7 @@ func TestDryRunChangesNothing(t *testing.T) {
 			t.Errorf("a dry run ran %q", c)
 		}
 	}
-	for _, want := range []string{"→ service account: would create", "→ binary: would copy", "→ agent: would install", "→ Nextcloud setup: would run php occ istota:setup",
+	for _, want := range []string{"→ service account: would create", "→ binary: would copy", "→ sandbox init: would copy", "→ agent: would install", "→ Nextcloud setup: would run php occ istota:setup",
 		"→ configuration: would write", "→ systemd unit: would write", "→ service: would enable and start"} {
 		if !has(lines, want) {
 			t.Errorf("no line %q in:\n%s", want, strings.Join(lines, "\n"))
@@ -424,7 +459,10 @@ func TestUninstall(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, strings.Join(lines, "\n"))
 	}
-	for _, gone := range []string{DefaultUnit, DefaultBinary, "/etc/istota", "/etc/istota/istota.toml"} {
+	if !has(lines, "✓ sandbox init: remove /usr/local/bin/istota-init") {
+		t.Errorf("uninstall did not report removing the sandbox init:\n%s", strings.Join(lines, "\n"))
+	}
+	for _, gone := range []string{DefaultUnit, DefaultBinary, "/usr/local/bin/istota-init", "/etc/istota", "/etc/istota/istota.toml"} {
 		if m.Exists(gone) {
 			t.Errorf("%s is still there", gone)
 		}

@@ -29,22 +29,19 @@ import (
 	"time"
 
 	"github.com/istota/istota/sidecar/internal/audit"
-	"github.com/istota/istota/sidecar/internal/sandbox"
+	"github.com/istota/istota/sidecar/internal/sandbox/sandboxtest"
 	"github.com/istota/istota/sidecar/internal/store"
 )
 
 func TestMain(m *testing.M) {
-	// The test binary doubles as the istota binary inside the sandbox (its init) and as
-	// the client the sandbox runs.
-	if len(os.Args) > 1 {
-		switch os.Args[1] {
-		case sandbox.InitCommand:
-			os.Exit(sandbox.RunInit(os.Args[2:], os.Stdin, os.Stdout, os.Stderr))
-		case helperCommand:
-			os.Exit(runHelper(os.Args[2:]))
-		}
+	// The test binary doubles as the istota binary inside the sandbox, as the client the
+	// sandbox runs; the init is the real istota-init (sandboxtest).
+	if len(os.Args) > 1 && os.Args[1] == helperCommand {
+		os.Exit(runHelper(os.Args[2:]))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	sandboxtest.Cleanup()
+	os.Exit(code)
 }
 
 // waitLong bounds every wait in these tests; nothing passes or fails on a duration.

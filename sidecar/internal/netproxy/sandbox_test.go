@@ -21,6 +21,7 @@ import (
 
 	"github.com/istota/istota/sidecar/internal/audit"
 	"github.com/istota/istota/sidecar/internal/sandbox"
+	"github.com/istota/istota/sidecar/internal/sandbox/sandboxtest"
 )
 
 // helperCommand makes the test binary act as a client inside the sandbox, where it is
@@ -121,7 +122,7 @@ func newRunner(t *testing.T) (*sandbox.Runner, string) {
 			t.Fatal(err)
 		}
 	}
-	cfg := sandbox.Config{SelfPath: self, SocketDir: filepath.Join(base, "sockets")}
+	cfg := sandbox.Config{SelfPath: self, InitPath: sandboxtest.Init(t, base), SocketDir: filepath.Join(base, "sockets")}
 	if os.Geteuid() == 0 {
 		cfg.AgentUID, cfg.AgentGID = 65534, 65534
 	}

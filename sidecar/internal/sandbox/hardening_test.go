@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/istota/istota/sidecar/internal/sandbox/sandboxinit"
 )
 
 // evalSeccomp runs the filter on one seccomp_data (nr, arch) the way the kernel does,
@@ -272,7 +274,7 @@ func TestLimits(t *testing.T) {
 				s := spec
 				s.Argv = []string{WorkspaceDir + "/script"}
 				res := run(t, r, s)
-				want := map[string]string{"prlimit": "prlimit: failed to execute", "second start": initName + ": "}[how]
+				want := map[string]string{"prlimit": "prlimit: failed to execute", "second start": sandboxinit.Minimal.Name + ": "}[how]
 				if res.code != 126 || !strings.Contains(res.stderr, want) || strings.Contains(res.stdout, "ran") {
 					t.Fatalf("exit %d stdout %q stderr %q, want 126 and %q", res.code, res.stdout, res.stderr, want)
 				}
@@ -300,66 +302,44 @@ func TestLimits(t *testing.T) {
 	}
 }
 
-func TestInitArguments(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		args []string
-		want string
-	}{
-		{"no command", []string{"--"}, "no command"},
-		{"bad forward", []string{"--forward", "x=/s", "--", "true"}, "PORT=/path"},
-		{"relative socket", []string{"--forward", "80=s", "--", "true"}, "PORT=/path"},
-		{"unknown limit", []string{"--rlimit", "stack=1", "--", "true"}, "unknown limit"},
-		{"zero limit", []string{"--rlimit", "cpu=0", "--", "true"}, "positive"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			var stderr strings.Builder
-			if code := RunInit(tc.args, nil, os.Stdout, &stderr); code != 2 {
-				t.Fatalf("exit %d, want 2", code)
+// TestFallbackInit runs sandboxes without istota-init, as an install that predates it
+// does: the istota binary (here the test binary) is pid 1 through its "sandbox-init"
+// subcommand, with the same forwards, limits (both ways), signals and exit statuses.
+func TestFallbackInit(t *testing.T) {
+	e := newTestEnv(t)
+	e.cfg.InitPath = ""
+	spec := e.userDirs(t, "alice")
+	spec.Services = []Service{{Name: "proxy", Port: 3128, Serve: serveEcho}}
+	for _, how := range limitPaths {
+		t.Run(how, func(t *testing.T) {
+			r := limitsRunner(t, e, Limits{OpenFiles: 123, Processes: 300}, how)
+			if got := r.InitInUse(); !strings.Contains(got, InitCommand) {
+				t.Errorf("InitInUse = %q, want the istota binary's %s", got, InitCommand)
 			}
-			if !strings.Contains(stderr.String(), tc.want) {
-				t.Fatalf("stderr %q does not mention %q", stderr.String(), tc.want)
+			s := spec
+			s.Argv = []string{"/bin/sh", "-c", `tr '\0' ' ' < /proc/1/cmdline; echo; ulimit -n; ` + SelfBinary + ` ` + helperCommand + ` echo tcp 127.0.0.1:3128; exit 4`}
+			res := run(t, r, s)
+			want := SelfBinary + " " + InitCommand + " --protocol=1 --forward 3128=/run/istota/proxy.sock"
+			if res.code != 4 || !strings.HasPrefix(res.stdout, want) || !strings.Contains(res.stdout, "\n123\nanswer=echo: ping\n") {
+				t.Fatalf("exit %d stdout %q stderr %q, want exit 4, pid 1 %q, 123 files and the echo", res.code, res.stdout, res.stderr, want)
+			}
+
+			s.Argv = []string{WorkspaceDir + "/no-such-script"}
+			if res := run(t, r, s); res.code != 127 || !strings.Contains(res.stderr, initName+": ") {
+				t.Fatalf("missing command: exit %d stderr %q, want 127 from %s", res.code, res.stderr, initName)
+			}
+			s.Argv = []string{"/bin/sh", "-c", `trap 'echo got-term; exit 7' TERM; kill -TERM 1; i=0; while [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; echo no-signal`}
+			if res := run(t, r, s); res.code != 7 || res.stdout != "got-term\n" {
+				t.Fatalf("signal to pid 1: exit %d stdout %q stderr %q", res.code, res.stdout, res.stderr)
 			}
 		})
 	}
 }
 
-func TestInitOutsideSandbox(t *testing.T) {
-	// RunInit as a plain process: it waits for its own child only, and copies output
-	// written to a non-file writer.
-	var out, errb strings.Builder
-	code := RunInit([]string{"--", "/bin/sh", "-c", "echo out; echo err >&2; exit 5"}, nil, &out, &errb)
-	if code != 5 || out.String() != "out\n" || errb.String() != "err\n" {
-		t.Fatalf("exit %d stdout %q stderr %q", code, out.String(), errb.String())
-	}
-	code = RunInit([]string{"--rlimit", "nofile=77", "--", "/bin/sh", "-c", "ulimit -n"}, nil, &out, &errb)
-	if code != 0 || !strings.HasSuffix(out.String(), "77\n") {
-		t.Fatalf("with a limit: exit %d stdout %q stderr %q", code, out.String(), errb.String())
-	}
-
-	// With --prlimit the init runs that program with prlimit's options and the command
-	// after "--": a stand-in records its arguments, then hands them to the real one.
-	if err := checkPrlimit(prlimitPath); err != nil {
-		t.Fatalf("util-linux prlimit: %v", err)
-	}
-	dir := t.TempDir()
-	record := filepath.Join(dir, "args")
-	fake := filepath.Join(dir, "prlimit")
-	script := "#!/bin/sh\nprintf '%s\\n' \"$0\" \"$@\" > " + record + "\nexec " + prlimitPath + " \"$@\"\n"
-	if err := os.WriteFile(fake, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	out.Reset()
-	errb.Reset()
-	code = RunInit([]string{"--prlimit", fake, "--rlimit", "nofile=77", "--rlimit", "cpu=99", "--", "sh", "-c", "ulimit -n; ulimit -t"}, nil, &out, &errb)
-	if code != 0 || out.String() != "77\n99\n" {
-		t.Fatalf("through prlimit: exit %d stdout %q stderr %q", code, out.String(), errb.String())
-	}
-	got, err := os.ReadFile(record)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := fake + "\n--nofile=77\n--cpu=99\n--\nsh\n-c\nulimit -n; ulimit -t\n"; string(got) != want {
-		t.Fatalf("prlimit was run with\n%s\nwant\n%s", got, want)
+func TestInitInUse(t *testing.T) {
+	e := newTestEnv(t)
+	r := e.runner(t)
+	if got, want := r.InitInUse(), e.cfg.InitPath+" (protocol 1)"; got != want {
+		t.Fatalf("InitInUse = %q, want %q", got, want)
 	}
 }

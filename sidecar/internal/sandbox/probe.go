@@ -9,11 +9,14 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/istota/istota/sidecar/internal/sandbox/sandboxinit"
 )
 
 // Probe checks that sandboxes can start with cfg: it runs "true" through a complete
-// sandbox (every bwrap flag, the agent uid, the seccomp filter, the istota binary as
-// init) and, when that fails, returns a one-line error that says what to fix. It ignores
+// sandbox (every bwrap flag, the agent uid, the seccomp filter, the init that tasks get:
+// istota-init, or the istota binary without it) and, when that fails, returns a one-line
+// error that says what to fix, among others an istota-init of another version. It ignores
 // cfg.Unsandboxed: the sidecar calls it at start and refuses multi-user service when it
 // fails, unless the admin explicitly chose the unsandboxed mode.
 func Probe(ctx context.Context, cfg Config) error {
@@ -23,7 +26,11 @@ func Probe(ctx context.Context, cfg Config) error {
 		return err
 	}
 	defer r.Close()
+	return r.probe(ctx)
+}
 
+// probe runs "true" in a complete sandbox of r.
+func (r *Runner) probe(ctx context.Context) error {
 	dir, err := os.MkdirTemp(r.cfg.SocketDir, "probe-")
 	if err != nil {
 		return fmt.Errorf("sandbox probe: %w", err)
@@ -59,6 +66,8 @@ func Probe(ctx context.Context, cfg Config) error {
 func classifyProbe(stderr string, sysctl func(name string) string) string {
 	has := func(s string) bool { return strings.Contains(stderr, s) }
 	switch {
+	case has(sandboxinit.MismatchMessage):
+		return "the sandbox init " + InitFile + " beside the istota binary is from another istota version: replace it with the one shipped with this istota (bin/<arch>/" + InitFile + ")"
 	case has("RTM_NEWADDR"), has("setting up uid map") && has("Permission denied"):
 		return "AppArmor blocks unprivileged user namespaces (Ubuntu 23.10+, kernel.apparmor_restrict_unprivileged_userns=1): install an AppArmor profile for bwrap with \"userns,\" or set that sysctl to 0"
 	case has("No permission to create new namespace"), has("Creating new namespace failed"), has("setting up uid map"):
@@ -76,7 +85,7 @@ func classifyProbe(stderr string, sysctl func(name string) string) string {
 	case has("bwrap:"):
 		return "bwrap failed"
 	}
-	return "the istota binary did not run as the sandbox init (it must handle \"" + InitCommand + "\")"
+	return "the sandbox init did not run: " + InitFile + " must be the one built with this istota, and the istota binary without it must handle \"" + InitCommand + "\""
 }
 
 func readSysctl(name string) string {

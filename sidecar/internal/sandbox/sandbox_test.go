@@ -23,10 +23,14 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/istota/istota/sidecar/internal/sandbox/sandboxinit"
+	"github.com/istota/istota/sidecar/internal/sandbox/sandboxtest"
 )
 
 func TestMain(m *testing.M) {
-	// The test binary doubles as the istota binary inside the sandbox.
+	// The test binary doubles as the istota binary inside the sandbox: its helpers, and
+	// the fallback init when a test runs without istota-init.
 	if len(os.Args) > 1 {
 		switch os.Args[1] {
 		case InitCommand:
@@ -35,11 +39,14 @@ func TestMain(m *testing.M) {
 			os.Exit(runHelper(os.Args[2:]))
 		}
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	sandboxtest.Cleanup()
+	os.Exit(code)
 }
 
 // testEnv is one test's host side: a directory the agent uid can pass through, a copy
-// of the test binary to act as istota, and a Config pointing at them.
+// of the test binary to act as istota, the real istota-init as built for shipping, and
+// a Config pointing at them.
 type testEnv struct {
 	base     string
 	self     string
@@ -68,7 +75,7 @@ func newTestEnv(t testing.TB) *testEnv {
 		copyFile(t, exe, self)
 	}
 	e := &testEnv{base: base, self: self}
-	e.cfg = Config{SelfPath: self, SocketDir: filepath.Join(base, "sockets")}
+	e.cfg = Config{SelfPath: self, InitPath: sandboxtest.Init(t, base), SocketDir: filepath.Join(base, "sockets")}
 	if os.Geteuid() == 0 {
 		e.uid, e.gid = 65534, 65534
 		e.cfg.AgentUID, e.cfg.AgentGID = 65534, 65534
@@ -341,7 +348,7 @@ cat /proc/1/cmdline | tr '\0' ' '`
 				t.Fatalf("secret %s found inside the sandbox", needle[:11])
 			}
 		}
-		if !strings.Contains(res.stdout, SelfBinary+" "+InitCommand+" --forward 8080=/run/istota/llm.sock") {
+		if !strings.Contains(res.stdout, InitBinary+" --protocol=1 --forward 8080=/run/istota/llm.sock") {
 			t.Errorf("pid 1 is not the init: %q", lastLine(res.stdout))
 		}
 		if !strings.Contains(res.stdout, "istota-task-") {
@@ -847,10 +854,31 @@ func TestProbe(t *testing.T) {
 	})
 	t.Run("binary that is not istota", func(t *testing.T) {
 		cfg := e.cfg
-		cfg.SelfPath = "/usr/bin/false"
+		cfg.SelfPath, cfg.InitPath = "/usr/bin/false", ""
 		err := Probe(ctx, cfg)
 		if err == nil || !strings.Contains(err.Error(), InitCommand) {
 			t.Fatalf("Probe = %v", err)
+		}
+	})
+	t.Run("init that is not istota-init", func(t *testing.T) {
+		cfg := e.cfg
+		cfg.InitPath = "/usr/bin/false"
+		err := Probe(ctx, cfg)
+		if err == nil || !strings.Contains(err.Error(), InitFile+" must be the one built with this istota") {
+			t.Fatalf("Probe = %v", err)
+		}
+	})
+	t.Run("init of another protocol version", func(t *testing.T) {
+		// The real istota-init, asked for a version it does not speak, as it would be by
+		// a newer sidecar left with an older init.
+		r := e.runner(t)
+		r.protocol = sandboxinit.Protocol + 1
+		err := r.probe(ctx)
+		if err == nil || !strings.Contains(err.Error(), "from another istota version") || !strings.Contains(err.Error(), sandboxinit.MismatchMessage) {
+			t.Fatalf("probe = %v", err)
+		}
+		if strings.Contains(err.Error(), "\n") {
+			t.Errorf("error is not one line: %q", err)
 		}
 	})
 	t.Run("unreachable socket directory", func(t *testing.T) {
@@ -886,6 +914,7 @@ func TestClassifyProbe(t *testing.T) {
 		{"bwrap: Can't find source path /proc/self/fd/5: Permission denied", nil, "o+x"},
 		{"bwrap: execvp /opt/istota/bin/istota: No such file", nil, "bwrap failed"},
 		{"usage: istota <command>", nil, InitCommand},
+		{"istota-init: " + sandboxinit.MismatchMessage + `: the sidecar speaks version "2", this init speaks 1; …`, nil, "another istota version"},
 	} {
 		t.Run(tc.want, func(t *testing.T) {
 			if got := classifyProbe(tc.stderr, sysctls(tc.sysctl)); !strings.Contains(got, tc.want) {

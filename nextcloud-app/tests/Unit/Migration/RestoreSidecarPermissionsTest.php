@@ -46,8 +46,8 @@ class RestoreSidecarPermissionsTest extends TestCase {
 		rmdir($path);
 	}
 
-	private function binary(string $arch, int $mode): string {
-		$path = $this->root . '/bin/' . $arch . '/istota';
+	private function binary(string $arch, int $mode, string $name = 'istota'): string {
+		$path = $this->root . '/bin/' . $arch . '/' . $name;
 		if (!is_dir(dirname($path))) {
 			mkdir(dirname($path), 0755, true);
 		}
@@ -103,6 +103,31 @@ class RestoreSidecarPermissionsTest extends TestCase {
 		$this->assertStringContainsString($this->root . '/bin/' . $own . '/istota', $warnings[0]);
 		$this->assertStringContainsString('missing', $warnings[0]);
 		$this->assertSame(0755, $this->mode($otherPath), 'the binary that is there is still fixed');
+	}
+
+	/** @dataProvider machines */
+	public function testRestoresTheRunBitOfTheSandboxInits(string $machine, string $own, string $other): void {
+		$paths = [
+			$this->binary($own, 0644), $this->binary($own, 0644, 'istota-init'),
+			$this->binary($other, 0600), $this->binary($other, 0600, 'istota-init'),
+		];
+
+		$output = $this->runStep($machine);
+
+		foreach ($paths as $path) {
+			$this->assertSame(0755, $this->mode($path), $path);
+		}
+		$this->assertSame([], $output->of('warning'));
+		$this->assertCount(4, $output->of('info'));
+		$this->assertStringContainsString($this->root . '/bin/' . $own . '/istota-init', implode("\n", $output->of('info')));
+	}
+
+	public function testMissingSandboxInitIsNoWarning(): void {
+		// The sidecar runs its own sandbox-init without it, only slower.
+		$path = $this->binary('amd64', 0644);
+		$output = $this->runStep('x86_64');
+		$this->assertSame(0755, $this->mode($path));
+		$this->assertSame([], $output->of('warning'));
 	}
 
 	public function testOtherArchitectureMissingIsFine(): void {
