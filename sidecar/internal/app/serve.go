@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"os"
+	"path"
 	"strings"
 	"sync"
 	"time"
@@ -62,20 +63,22 @@ type sidecar struct {
 	approvals *approval.Service
 	// transcriber turns voice messages into text; nil when none is set up.
 	transcriber *transcribe.Client
-	cfg         config.Config
-	log         *slog.Logger
-	lock        *processLock
-	db          *store.DB
-	queue       *queue.Queue
-	outbox      *outbox.Outbox
-	pool        *worker.Pool
-	exec        *executor.Executor
-	intake      *intake.Intake
-	api         *httpapi.API
-	owner       string
-	launcher    *sandboxLaunchers
-	mail        *mailChannel // nil unless [mail] is enabled
-	sched       *schedule.Scheduler
+	// botDAV is the bot account's WebDAV and OCS client; nil without a bot account.
+	botDAV   *webdav.Client
+	cfg      config.Config
+	log      *slog.Logger
+	lock     *processLock
+	db       *store.DB
+	queue    *queue.Queue
+	outbox   *outbox.Outbox
+	pool     *worker.Pool
+	exec     *executor.Executor
+	intake   *intake.Intake
+	api      *httpapi.API
+	owner    string
+	launcher *sandboxLaunchers
+	mail     *mailChannel // nil unless [mail] is enabled
+	sched    *schedule.Scheduler
 	// calendars reads the calendars users shared with the bot; nil without a bot account.
 	calendars *calendar.Client
 	jobs      *jobs.Runner      // CRON.md jobs and TASKS.md lines
@@ -294,9 +297,15 @@ func openSidecar(ctx context.Context, cfg config.Config, log *slog.Logger, why p
 	if s.mail, err = openMail(cfg, s.db, s.queue, registry, mailRoot, s.mayUse, func() { s.pool.Wake() }, log); err != nil {
 		return nil, err
 	}
-	var voice executor.Transcriber // a nil *transcribe.Client must stay a nil interface
+	// Voice messages: Nextcloud's own speech-to-text first (through the bot account),
+	// then the admin's OpenAI-compatible service.
+	var voice transcribe.Chain
+	if s.botDAV != nil {
+		voice = append(voice, &transcribe.Nextcloud{API: s.botDAV,
+			Remote: func(uid, rel string) string { return path.Join("Users", uid, rel) }})
+	}
 	if s.transcriber != nil {
-		voice = s.transcriber
+		voice = append(voice, s.transcriber)
 	}
 	s.exec = executor.New(s.db, s.queue, s.outbox, agent, s.launcher, executor.Options{
 		Transcriber:         voice,
@@ -509,7 +518,7 @@ func (s *sidecar) openFiles() (executor.Files, error) {
 	if err != nil {
 		return nil, fmt.Errorf("workspace: %w", err)
 	}
-	s.files = ws
+	s.files, s.botDAV = ws, client
 	return ws, nil
 }
 

@@ -2,6 +2,7 @@ package executor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -10,11 +11,13 @@ import (
 
 	"github.com/istota/istota/sidecar/internal/outbox"
 	"github.com/istota/istota/sidecar/internal/queue"
+	"github.com/istota/istota/sidecar/internal/transcribe"
 )
 
-// Transcriber turns an audio file into text (package transcribe).
+// Transcriber turns a recording into text (transcribe.Chain: Nextcloud's own
+// speech-to-text, then the admin's OpenAI-compatible service).
 type Transcriber interface {
-	TranscribeFile(ctx context.Context, path, mimeType string) (string, error)
+	TranscribeAudio(ctx context.Context, a transcribe.Audio) (string, error)
 }
 
 // voiceTimeout bounds the transcription of one task's voice messages.
@@ -26,7 +29,7 @@ const EventTranscript = "transcript"
 // noTranscriber is what the user is told when a voice message arrives and nothing can
 // transcribe it.
 const noTranscriber = "🎙️ I cannot listen to voice messages here: no speech-to-text service is set up. " +
-	"Please type your message, or ask your Nextcloud admin to set [transcription] in the Istota configuration."
+	"Please type your message, or ask your Nextcloud admin to enable a speech-to-text provider in Nextcloud or set [transcription] in the Istota configuration."
 
 // transcribeVoice transcribes the audio files shared with t's request before the agent
 // starts and returns what to add to the request: each transcript, or why there is none.
@@ -37,39 +40,35 @@ func (e *Executor) transcribeVoice(ctx context.Context, t queue.Task, ws Workspa
 		log.Warn("reading the task's attachments failed", "err", err)
 		return ""
 	}
-	var audio []queue.Attachment
-	for _, a := range atts {
-		if strings.HasPrefix(strings.ToLower(a.MimeType), "audio/") {
-			audio = append(audio, a)
-		}
-	}
-	if len(audio) == 0 {
-		return ""
-	}
 	var b strings.Builder
-	if e.opts.Transcriber == nil {
-		for _, a := range audio {
-			fmt.Fprintf(&b, "\n\n[The voice message %s could not be transcribed: no speech-to-text service is set up. The user has been told.]", a.Path)
-		}
-		if t.ConversationToken != "" {
-			if err := e.outbox.Enqueue(ctx, outbox.Message{Token: t.ConversationToken, ReplyTo: t.ReplyToMessageID, TaskID: t.ID,
-				Kind: outbox.KindNotice, Text: noTranscriber, Key: fmt.Sprintf("task:%d:no-transcriber", t.ID)}); err != nil {
-				log.Warn("telling the user no transcription is available failed", "err", err)
-			}
-		}
-		e.event(ctx, t.ID, "voice message not transcribed: no speech-to-text service is set up", log)
-		return b.String()
-	}
 	vctx, cancel := context.WithTimeout(ctx, voiceTimeout)
 	defer cancel()
-	for _, a := range audio {
-		path, ok := insideWorkspace(ws.Root, a.Path)
+	told := false
+	for _, a := range atts {
+		if !strings.HasPrefix(strings.ToLower(a.MimeType), "audio/") {
+			continue
+		}
+		local, ok := insideWorkspace(ws.Root, a.Path)
 		if !ok {
 			log.Warn("an attachment path leaves the workspace", "path", a.Path)
 			continue
 		}
-		text, err := e.opts.Transcriber.TranscribeFile(vctx, path, a.MimeType)
+		text, err := "", transcribe.ErrNoService
+		if e.opts.Transcriber != nil {
+			text, err = e.opts.Transcriber.TranscribeAudio(vctx, transcribe.Audio{UserID: t.UserID, Path: a.Path, Local: local,
+				MimeType: a.MimeType, Label: fmt.Sprintf("istota-task-%d", t.ID)})
+		}
 		switch {
+		case errors.Is(err, transcribe.ErrNoService):
+			e.event(ctx, t.ID, "voice message "+a.Path+" not transcribed: no speech-to-text service is set up", log)
+			fmt.Fprintf(&b, "\n\n[The voice message %s could not be transcribed: no speech-to-text service is set up. The user has been told.]", a.Path)
+			if !told && t.ConversationToken != "" {
+				told = true
+				if err := e.outbox.Enqueue(ctx, outbox.Message{Token: t.ConversationToken, ReplyTo: t.ReplyToMessageID, TaskID: t.ID,
+					Kind: outbox.KindNotice, Text: noTranscriber, Key: fmt.Sprintf("task:%d:no-transcriber", t.ID)}); err != nil {
+					log.Warn("telling the user no transcription is available failed", "err", err)
+				}
+			}
 		case err != nil:
 			log.Warn("transcription failed", "path", a.Path, "err", err)
 			e.event(ctx, t.ID, fmt.Sprintf("transcription of %s failed: %v", a.Path, err), log)

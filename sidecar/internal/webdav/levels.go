@@ -24,7 +24,7 @@ const maxMultistatusBytes = 256 << 20
 
 // propfindBody asks for exactly what a sync needs.
 const propfindBody = `<?xml version="1.0" encoding="utf-8"?>
-<d:propfind xmlns:d="DAV:"><d:prop><d:resourcetype/><d:getetag/><d:getcontentlength/><d:getlastmodified/></d:prop></d:propfind>`
+<d:propfind xmlns:d="DAV:" xmlns:oc="http://owncloud.org/ns"><d:prop><d:resourcetype/><d:getetag/><d:getcontentlength/><d:getlastmodified/><oc:fileid/></d:prop></d:propfind>`
 
 // ListLevel runs one PROPFIND at depth ("0", "1" or "infinity") and returns every
 // entry of the answer, the folder itself included, with the ETags of folders too
@@ -92,6 +92,7 @@ type multistatus struct {
 				ETag          string `xml:"DAV: getetag"`
 				ContentLength string `xml:"DAV: getcontentlength"`
 				LastModified  string `xml:"DAV: getlastmodified"`
+				FileID        string `xml:"http://owncloud.org/ns fileid"`
 			} `xml:"DAV: prop"`
 		} `xml:"DAV: propstat"`
 	} `xml:"DAV: response"`
@@ -126,6 +127,9 @@ func (c *Client) parseMultistatus(raw []byte) ([]FileInfo, error) {
 			}
 			if t, err := http.ParseTime(strings.TrimSpace(p.LastModified)); err == nil {
 				fi.ModTime = t
+			}
+			if n, err := strconv.ParseInt(strings.TrimSpace(p.FileID), 10, 64); err == nil && n > 0 {
+				fi.FileID = n
 			}
 		}
 		if fi.IsDir {

@@ -114,13 +114,19 @@ func (f *flexInt) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// ocs sends one OCS request and decodes the envelope's data into out.
+// ocs sends one request to the sharing API and decodes the envelope's data into out.
 func (c *Client) ocs(ctx context.Context, method, rel string, query url.Values, body any, out any) error {
+	return c.ocsAt(ctx, sharesPath, method, rel, query, body, out)
+}
+
+// ocsAt sends one OCS request to endpoint (a path below the server root) and decodes
+// the envelope's data into out; rel names what it is about in errors.
+func (c *Client) ocsAt(ctx context.Context, endpoint, method, rel string, query url.Values, body any, out any) error {
 	op := "OCS " + method
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	u := *c.base
-	u.Path = c.base.Path + sharesPath
+	u.Path = c.base.Path + endpoint
 	if query == nil {
 		query = url.Values{}
 	}

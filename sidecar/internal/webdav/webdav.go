@@ -62,6 +62,8 @@ type FileInfo struct {
 	Size    int64
 	ETag    string // unquoted; empty for folders on servers that give them none
 	ModTime time.Time
+	// FileID is Nextcloud's file id (oc:fileid), from ListLevel only; 0 when unknown.
+	FileID int64
 }
 
 // Object is an open remote file being downloaded.

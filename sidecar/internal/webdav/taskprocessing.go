@@ -1,0 +1,96 @@
+package webdav
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"path"
+	"strconv"
+)
+
+// Nextcloud's TaskProcessing OCS API (core/Controller/TaskProcessingApiController.php,
+// Nextcloud 30+): the AI features an admin enabled (speech-to-text, …), usable by any
+// account, here the bot's.
+const taskProcessingPath = "/ocs/v2.php/taskprocessing"
+
+// Task states as the API spells them (OCP\TaskProcessing\Task::statusToString).
+const (
+	TaskScheduled  = "STATUS_SCHEDULED"
+	TaskRunning    = "STATUS_RUNNING"
+	TaskSuccessful = "STATUS_SUCCESSFUL"
+	TaskFailed     = "STATUS_FAILED"
+	TaskCancelled  = "STATUS_CANCELLED"
+)
+
+// ProcessingTask is a TaskProcessing task (a subset of Task::jsonSerialize).
+type ProcessingTask struct {
+	ID       int64          `json:"id"`
+	Type     string         `json:"type"`
+	Status   string         `json:"status"`
+	Output   map[string]any `json:"output"`
+	CustomID string         `json:"customId"`
+}
+
+// TaskTypes lists the task types the server can run now (ids such as core:audio2text).
+func (c *Client) TaskTypes(ctx context.Context) (map[string]bool, error) {
+	var data struct {
+		Types map[string]any `json:"types"`
+	}
+	if err := c.ocsAt(ctx, taskProcessingPath+"/tasktypes", "GET", "taskprocessing/tasktypes", nil, nil, &data); err != nil {
+		return nil, err
+	}
+	out := make(map[string]bool, len(data.Types))
+	for id := range data.Types {
+		out[id] = true
+	}
+	return out, nil
+}
+
+// ScheduleTask schedules a task of type typ with input for appID.
+func (c *Client) ScheduleTask(ctx context.Context, typ string, input map[string]any, appID, customID string) (ProcessingTask, error) {
+	var data struct {
+		Task ProcessingTask `json:"task"`
+	}
+	body := map[string]any{"type": typ, "input": input, "appId": appID, "customId": customID}
+	if err := c.ocsAt(ctx, taskProcessingPath+"/schedule", "POST", "taskprocessing/schedule", nil, body, &data); err != nil {
+		return ProcessingTask{}, err
+	}
+	if data.Task.ID == 0 {
+		return ProcessingTask{}, fmt.Errorf("webdav OCS POST taskprocessing/schedule: no task in the answer")
+	}
+	return data.Task, nil
+}
+
+// ProcessingTaskByID reads a task's state and output.
+func (c *Client) ProcessingTaskByID(ctx context.Context, id int64) (ProcessingTask, error) {
+	var data struct {
+		Task ProcessingTask `json:"task"`
+	}
+	rel := "taskprocessing/task/" + strconv.FormatInt(id, 10)
+	if err := c.ocsAt(ctx, taskProcessingPath+"/task/"+url.PathEscape(strconv.FormatInt(id, 10)), "GET", rel, nil, nil, &data); err != nil {
+		return ProcessingTask{}, err
+	}
+	return data.Task, nil
+}
+
+// FileID is Nextcloud's id of the bot's file name (listed from its folder: ListLevel
+// addresses folders).
+func (c *Client) FileID(ctx context.Context, name string) (int64, error) {
+	rel, err := clean(name)
+	if err != nil {
+		return 0, err
+	}
+	fis, err := c.ListLevel(ctx, path.Dir(rel), DepthMembers)
+	if err != nil {
+		return 0, err
+	}
+	for _, fi := range fis {
+		if p, err := clean(fi.Path); err == nil && p == rel && !fi.IsDir {
+			if fi.FileID == 0 {
+				return 0, fmt.Errorf("webdav PROPFIND %s: the server gave no file id", rel)
+			}
+			return fi.FileID, nil
+		}
+	}
+	return 0, &Error{Op: "PROPFIND", Path: rel, Status: 404, kind: kindForStatus(404), Message: "no such file"}
+}
