@@ -32,14 +32,25 @@ type Service interface {
 // Chain asks each service in turn, the Nextcloud admin's own first.
 type Chain []Service
 
-// TranscribeAudio returns the first service's transcript; ErrNoService when none can.
+// TranscribeAudio returns the first transcript a service gives. A service that fails
+// (Nextcloud down) passes the recording on too; when no later one transcribes it, the
+// first failure is returned, and ErrNoService only when no service could try.
 func (c Chain) TranscribeAudio(ctx context.Context, a Audio) (string, error) {
+	var failed error
 	for _, s := range c {
 		text, err := s.TranscribeAudio(ctx, a)
-		if errors.Is(err, ErrNoService) {
-			continue
+		switch {
+		case err == nil:
+			return text, nil
+		case errors.Is(err, ErrNoService):
+		case ctx.Err() != nil:
+			return "", err
+		case failed == nil:
+			failed = err
 		}
-		return text, err
+	}
+	if failed != nil {
+		return "", failed
 	}
 	return "", ErrNoService
 }

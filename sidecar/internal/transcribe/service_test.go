@@ -80,8 +80,17 @@ func TestNextcloudFirstThenTheAdminsService(t *testing.T) {
 		t.Fatalf("empty chain: %v", err)
 	}
 
-	// A failed task is an error (not a silent fallback), and a task that never ends is
-	// bounded by the context.
+	// A Nextcloud that fails passes the recording on; with nobody else its failure is
+	// the answer.
+	broken := &staticService{err: errors.New("Nextcloud is down")}
+	if text, err := (Chain{broken, fallback}).TranscribeAudio(ctx, a); err != nil || text != "from the fallback" {
+		t.Fatalf("failure then fallback: %q %v", text, err)
+	}
+	if _, err := (Chain{broken, &staticService{err: ErrNoService}}).TranscribeAudio(ctx, a); err == nil || errors.Is(err, ErrNoService) || !strings.Contains(err.Error(), "down") {
+		t.Fatalf("failure alone: %v", err)
+	}
+
+	// A failed task is an error, and a task that never ends is bounded by the context.
 	nc = &fakeNextcloud{types: map[string]bool{AudioToText: true}, states: []string{webdav.TaskFailed}}
 	if _, err := (&Nextcloud{API: nc, Remote: remote, Poll: time.Millisecond}).TranscribeAudio(ctx, a); err == nil || !strings.Contains(err.Error(), "ended failed") {
 		t.Fatalf("failed task: %v", err)

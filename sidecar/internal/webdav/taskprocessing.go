@@ -1,7 +1,9 @@
 package webdav
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/url"
 	"path"
@@ -34,13 +36,20 @@ type ProcessingTask struct {
 // TaskTypes lists the task types the server can run now (ids such as core:audio2text).
 func (c *Client) TaskTypes(ctx context.Context) (map[string]bool, error) {
 	var data struct {
-		Types map[string]any `json:"types"`
+		Types json.RawMessage `json:"types"`
 	}
 	if err := c.ocsAt(ctx, taskProcessingPath+"/tasktypes", "GET", "taskprocessing/tasktypes", nil, nil, &data); err != nil {
 		return nil, err
 	}
-	out := make(map[string]bool, len(data.Types))
-	for id := range data.Types {
+	// PHP encodes an empty map as [] (a server without AI providers).
+	var types map[string]json.RawMessage
+	if t := bytes.TrimSpace(data.Types); len(t) > 0 && t[0] == '{' {
+		if err := json.Unmarshal(t, &types); err != nil {
+			return nil, fmt.Errorf("webdav OCS GET taskprocessing/tasktypes: %w", err)
+		}
+	}
+	out := make(map[string]bool, len(types))
+	for id := range types {
 		out[id] = true
 	}
 	return out, nil

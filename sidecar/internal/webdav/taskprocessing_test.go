@@ -69,4 +69,14 @@ func TestTaskProcessing(t *testing.T) {
 	if err != nil || task.Status != TaskSuccessful || task.Output["output"] != "Call mum." {
 		t.Fatalf("task: %+v, %v", task, err)
 	}
+
+	// A Nextcloud without AI providers answers "types": [] (PHP's empty array).
+	empty := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `{"ocs":{"meta":{"status":"ok","statuscode":200,"message":"OK"},"data":{"types":[]}}}`)
+	}))
+	defer empty.Close()
+	c, _ = New(Options{URL: empty.URL, User: "istota", Password: "pw"})
+	if types, err := c.TaskTypes(ctx); err != nil || len(types) != 0 {
+		t.Fatalf("no providers: %v, %v", types, err)
+	}
 }
