@@ -944,13 +944,11 @@ func (e *Executor) buildPrompt(ctx context.Context, t queue.Task, u prompt.User)
 	}
 	if t.Source == "talk" && t.ConversationToken != "" {
 		_ = e.db.Read.QueryRowContext(ctx, `SELECT name FROM conversations WHERE token = ?`, t.ConversationToken).Scan(&in.Room)
-		msgs, err := convlog.Recent(ctx, e.db.Read, t.ConversationToken, t.ReplyToMessageID, e.opts.ContextMessages)
+		msgs, err := e.conversationContext(ctx, t, e.opts.Logger)
 		if err != nil {
 			return "", err
 		}
-		for _, m := range msgs {
-			in.Context = append(in.Context, toPromptMessage(m))
-		}
+		in.Context = msgs
 		// The message that triggered the task may itself reply to an older one.
 		if cur, err := convlog.Get(ctx, e.db.Read, t.ConversationToken, t.ReplyToMessageID); err == nil && cur.ReplyToID != 0 {
 			if parent, err := convlog.Get(ctx, e.db.Read, t.ConversationToken, cur.ReplyToID); err == nil {

@@ -27,6 +27,12 @@ type Message struct {
 	Text      string
 	At        time.Time
 	ReplyToID int64
+	// Actions is the compact record of what the agent did for one of its own past
+	// answers (tool calls, as "Bash: ls notes"), so it knows what it already tried.
+	Actions []string
+	// Earlier marks an older message kept because it bears on the request (the recent
+	// ones are always kept; see the executor's narrowing).
+	Earlier bool
 }
 
 // Input is everything one prompt is built from.
@@ -198,9 +204,12 @@ func section(b *strings.Builder, title, body string) {
 func renderContext(msgs []Message, replyTo *Message, now time.Time) string {
 	var lines []string
 	seen := map[int64]bool{}
-	for _, m := range msgs {
+	for i, m := range msgs {
 		seen[m.ID] = true
 		lines = append(lines, renderMessage(m, now))
+		if m.Earlier && (i+1 == len(msgs) || !msgs[i+1].Earlier) {
+			lines = append(lines, "… (older messages above were picked as relevant to the request; the rest follows in order)")
+		}
 	}
 	// Trim oldest lines first when over budget.
 	total := 0
@@ -236,7 +245,11 @@ func renderMessage(m Message, now time.Time) string {
 	if m.ID > 0 {
 		id = fmt.Sprintf("#%d ", m.ID)
 	}
-	return fmt.Sprintf("[%s%s] %s: %s", id, stamp, author, text)
+	line := fmt.Sprintf("[%s%s] %s: %s", id, stamp, author, text)
+	if len(m.Actions) > 0 {
+		line += "\n    (what you did then: " + strings.Join(m.Actions, "; ") + ")"
+	}
+	return line
 }
 
 func guidelines(source string) string {
