@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -80,27 +79,10 @@ func TestApprovalsInTalk(t *testing.T) {
 		fakeapi.ToolCall("Fetching.", "WebFetch", map[string]any{"url": "https://example.net/secret", "prompt": "summarise"}),
 		fakeapi.Reply("Finished FETCH-D."),
 	})
-	cfg, err := os.OpenFile(f.sc.cfgPath, os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fmt.Fprintf(cfg, `[mail]
-enabled = true
-imap_addr = %q
-imap_tls = "none"
-imap_user = %q
-imap_password = %q
-smtp_addr = %q
-smtp_tls = "none"
-smtp_user = %q
-smtp_password = %q
-from = "Istota <%s>"
-poll_interval = "10s"
-allowed_recipient_domains = ["example.org"]
+	f.sc.appendConfig(t, srv.config(`allowed_recipient_domains = ["example.org"]
 [approvals]
 timeout = "20s"
-`, srv.imapAddr, e2eMailUser, e2eMailPass, srv.smtpAddr, e2eMailUser, e2eMailPass, e2eMailUser)
-	cfg.Close()
+`))
 	f.sc.start()
 
 	post := func(body []byte) map[string]any {
@@ -263,27 +245,10 @@ func TestApprovalSurvivesRestart(t *testing.T) {
 	// The run cut short by the crash plays the first turn; the run after the restart
 	// asks for the same tool call again, then ends.
 	f.api.AddScript("SEND-R", fakeapi.Marker("SEND-R"), fakeapi.Script{send, send, fakeapi.Reply("Finished SEND-R.")})
-	cfg, err := os.OpenFile(f.sc.cfgPath, os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fmt.Fprintf(cfg, `[mail]
-enabled = true
-imap_addr = %q
-imap_tls = "none"
-imap_user = %q
-imap_password = %q
-smtp_addr = %q
-smtp_tls = "none"
-smtp_user = %q
-smtp_password = %q
-from = "Istota <%s>"
-poll_interval = "10s"
-allowed_recipient_domains = ["example.org"]
+	f.sc.appendConfig(t, srv.config(`allowed_recipient_domains = ["example.org"]
 [approvals]
 timeout = "10m"
-`, srv.imapAddr, e2eMailUser, e2eMailPass, srv.smtpAddr, e2eMailUser, e2eMailPass, e2eMailUser)
-	cfg.Close()
+`))
 	f.sc.start()
 
 	questions := func() []talktest.Posted {

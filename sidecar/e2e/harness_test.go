@@ -174,6 +174,19 @@ allow_private = %s
 	return s
 }
 
+// appendConfig adds TOML (whole tables) to the configuration file before start.
+func (s *sidecar) appendConfig(t testing.TB, text string) {
+	t.Helper()
+	f, err := os.OpenFile(s.cfgPath, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := io.WriteString(f, "\n"+text); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // start runs `istota serve` and waits until it answers /v1/health.
 func (s *sidecar) start() {
 	s.t.Helper()

@@ -7,7 +7,6 @@ import (
 	"io"
 	"log"
 	"net"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -88,6 +87,25 @@ func (s *e2eSMTPSession) Data(r io.Reader) error {
 func (s *e2eSMTPSession) Reset()        { s.to = nil }
 func (s *e2eSMTPSession) Logout() error { return nil }
 
+// config is the [mail] table of a sidecar that uses these servers, with extra lines
+// appended to it.
+func (m *e2eMailServers) config(extra string) string {
+	return fmt.Sprintf(`
+[mail]
+enabled = true
+imap_addr = %q
+imap_tls = "none"
+imap_user = %q
+imap_password = %q
+smtp_addr = %q
+smtp_tls = "none"
+smtp_user = %q
+smtp_password = %q
+from = "Istota <%s>"
+poll_interval = "10s"
+%s`, m.imapAddr, e2eMailUser, e2eMailPass, m.smtpAddr, e2eMailUser, e2eMailPass, e2eMailUser, extra)
+}
+
 func startMailServers(t *testing.T) *e2eMailServers {
 	t.Helper()
 	m := &e2eMailServers{}
@@ -156,24 +174,7 @@ func TestMailRoundTrip(t *testing.T) {
 			return nil
 		}),
 	})
-	cfg, err := os.OpenFile(f.sc.cfgPath, os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fmt.Fprintf(cfg, `[mail]
-enabled = true
-imap_addr = %q
-imap_tls = "none"
-imap_user = %q
-imap_password = %q
-smtp_addr = %q
-smtp_tls = "none"
-smtp_user = %q
-smtp_password = %q
-from = "Istota <%s>"
-poll_interval = "10s"
-`, srv.imapAddr, e2eMailUser, e2eMailPass, srv.smtpAddr, e2eMailUser, e2eMailPass, e2eMailUser)
-	cfg.Close()
+	f.sc.appendConfig(t, srv.config(""))
 	f.sc.start()
 
 	// The user becomes known (with alice@example.com) through Talk.

@@ -2,11 +2,9 @@ package e2e
 
 import (
 	"errors"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -71,12 +69,7 @@ func TestContentSkillsInTheSandbox(t *testing.T) {
 	}, sidecarOptions{progressInterval: "0s", allowedHosts: []string{hp(page), hp(private)}, allowPrivate: []string{hp(page)}}, token)
 	// A fetch is in the external tier, which asks first by default (TestApprovalsInTalk
 	// covers the question); here the admin allows it.
-	cfg, err := os.OpenFile(f.sc.cfgPath, os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fmt.Fprint(cfg, "\n[approvals]\nexternal = \"allow\"\n")
-	cfg.Close()
+	f.sc.appendConfig(t, "[approvals]\nexternal = \"allow\"\n")
 	f.sc.start()
 
 	f.say(t, token, 1, "alice", "Read the page "+page.URL+"/trips, put it in a note and remind me tomorrow to book")
