@@ -41,6 +41,9 @@ var (
 	// ErrInvalid: the event or calendar given is not usable (missing fields, path
 	// outside the calendar).
 	ErrInvalid = errors.New("calendar: invalid request")
+	// ErrReadOnly: the server refused a change (403): the calendar or task list is
+	// shared with the bot read-only.
+	ErrReadOnly = errors.New("calendar: the server refused the change (shared read-only)")
 )
 
 // queryMargin widens the time range asked of the server; see Events.
@@ -179,7 +182,20 @@ func (c *Client) home(ctx context.Context) (string, error) {
 }
 
 // Calendars lists the calendars in the bot's home: its own and those shared with it.
+// A task list (VTODO only) is no event calendar and is left out; see TaskLists.
 func (c *Client) Calendars(ctx context.Context) ([]Calendar, error) {
+	return c.collections(ctx, ical.CompEvent)
+}
+
+// TaskLists lists the collections in the bot's home that hold to-dos (VTODO): Nextcloud
+// Tasks' lists, and calendars that take both events and to-dos.
+func (c *Client) TaskLists(ctx context.Context) ([]Calendar, error) {
+	return c.collections(ctx, ical.CompToDo)
+}
+
+// collections lists the collections of the bot's calendar home that take comp; one
+// that names no component set takes every component.
+func (c *Client) collections(ctx context.Context, comp string) ([]Calendar, error) {
 	hs, err := c.home(ctx)
 	if err != nil {
 		return nil, err
@@ -190,8 +206,8 @@ func (c *Client) Calendars(ctx context.Context) ([]Calendar, error) {
 	}
 	out := make([]Calendar, 0, len(found))
 	for _, f := range found {
-		if len(f.SupportedComponentSet) > 0 && !slices.Contains(f.SupportedComponentSet, ical.CompEvent) {
-			continue // a task list (VTODO only) is no event calendar
+		if len(f.SupportedComponentSet) > 0 && !slices.Contains(f.SupportedComponentSet, comp) {
+			continue
 		}
 		out = append(out, newCalendar(f.Path, f.Name))
 	}
@@ -428,20 +444,25 @@ func (c *Client) Update(ctx context.Context, cal Calendar, ev Event) (Event, err
 // Delete removes the object holding ev (for a recurring event: the whole series),
 // if its ETag still matches.
 func (c *Client) Delete(ctx context.Context, cal Calendar, ev Event) error {
-	if err := checkObject(cal, ev); err != nil {
+	return c.deleteObject(ctx, cal, ev.Path, ev.ETag)
+}
+
+// deleteObject removes the object at p in cal if its ETag still matches.
+func (c *Client) deleteObject(ctx context.Context, cal Calendar, p, etag string) error {
+	if err := checkPath(cal, p, etag); err != nil {
 		return err
 	}
-	req, err := c.newRequest(ctx, http.MethodDelete, ev.Path, nil)
+	req, err := c.newRequest(ctx, http.MethodDelete, p, nil)
 	if err != nil {
 		return err
 	}
-	req.Header.Set("If-Match", quoteETag(ev.ETag))
+	req.Header.Set("If-Match", quoteETag(etag))
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return fmt.Errorf("calendar: delete %s: %w", ev.Path, err)
+		return fmt.Errorf("calendar: delete %s: %w", p, err)
 	}
 	defer drain(resp)
-	if err := statusErr(resp, "delete", ev.Path); err != nil {
+	if err := statusErr(resp, "delete", p); err != nil {
 		return err
 	}
 	return nil
@@ -450,13 +471,18 @@ func (c *Client) Delete(ctx context.Context, cal Calendar, ev Event) error {
 // checkObject makes sure ev names an object inside cal, so that a caller that checked
 // the calendar cannot be steered into another one by the event's path.
 func checkObject(cal Calendar, ev Event) error {
-	if ev.ETag == "" {
-		return fmt.Errorf("%w: no ETag (read the event first)", ErrInvalid)
+	return checkPath(cal, ev.Path, ev.ETag)
+}
+
+// checkPath is checkObject for any object (event or to-do) at p with etag.
+func checkPath(cal Calendar, p, etag string) error {
+	if etag == "" {
+		return fmt.Errorf("%w: no ETag (read the object first)", ErrInvalid)
 	}
 	dir := dirPath(cal.Path)
-	clean := path.Clean(ev.Path)
+	clean := path.Clean(p)
 	if path.Dir(clean)+"/" != dir || !strings.HasSuffix(clean, ".ics") {
-		return fmt.Errorf("%w: event path is not in calendar %s", ErrInvalid, cal.ID)
+		return fmt.Errorf("%w: object path is not in calendar %s", ErrInvalid, cal.ID)
 	}
 	return nil
 }
@@ -565,6 +591,8 @@ func statusErr(resp *http.Response, op, p string) error {
 		return fmt.Errorf("calendar: %s %s: %w", op, p, ErrNotFound)
 	case resp.StatusCode == http.StatusPreconditionFailed:
 		return fmt.Errorf("calendar: %s %s: %w", op, p, ErrPrecondition)
+	case resp.StatusCode == http.StatusForbidden && op != "get":
+		return fmt.Errorf("calendar: %s %s: %w", op, p, ErrReadOnly)
 	}
 	return fmt.Errorf("calendar: %s %s: server answered %s", op, p, resp.Status)
 }

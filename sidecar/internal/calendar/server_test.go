@@ -41,10 +41,20 @@ type memBackend struct {
 	cals map[string]caldav.Calendar // by path
 	objs map[string]memObject       // by path
 	seq  int
+	// readOnly are the collections shared with the bot read-only: writes into them are
+	// refused with 403, as Nextcloud refuses them.
+	readOnly map[string]bool
 }
 
 func newMemBackend() *memBackend {
-	return &memBackend{cals: map[string]caldav.Calendar{}, objs: map[string]memObject{}}
+	return &memBackend{cals: map[string]caldav.Calendar{}, objs: map[string]memObject{}, readOnly: map[string]bool{}}
+}
+
+// setReadOnly marks the collection at calPath as shared read-only.
+func (b *memBackend) setReadOnly(calPath string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.readOnly[calPath] = true
 }
 
 func (b *memBackend) addCalendar(id, name string, comps ...string) string {
@@ -52,6 +62,8 @@ func (b *memBackend) addCalendar(id, name string, comps ...string) string {
 		comps = []string{"VEVENT"}
 	}
 	p := testHome + id + "/"
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	b.cals[p] = caldav.Calendar{Path: p, Name: name, SupportedComponentSet: comps}
 	return p
 }
@@ -164,6 +176,9 @@ func (b *memBackend) PutCalendarObject(_ context.Context, p string, data *ical.C
 	if _, ok := b.cals[path.Dir(p)+"/"]; !ok {
 		return nil, webdav.NewHTTPError(http.StatusConflict, errors.New("no such calendar"))
 	}
+	if b.readOnly[path.Dir(p)+"/"] {
+		return nil, webdav.NewHTTPError(http.StatusForbidden, errors.New("read-only share"))
+	}
 	cur, exists := b.objs[p]
 	if opts.IfNoneMatch.IsWildcard() && exists {
 		return nil, webdav.NewHTTPError(http.StatusPreconditionFailed, errors.New("exists"))
@@ -184,6 +199,9 @@ func (b *memBackend) PutCalendarObject(_ context.Context, p string, data *ical.C
 func (b *memBackend) DeleteCalendarObject(_ context.Context, p string) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.readOnly[path.Dir(p)+"/"] {
+		return webdav.NewHTTPError(http.StatusForbidden, errors.New("read-only share"))
+	}
 	if _, ok := b.objs[p]; !ok {
 		return webdav.NewHTTPError(http.StatusNotFound, errors.New("no such object"))
 	}

@@ -1,9 +1,7 @@
 package calendar
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -141,7 +139,7 @@ func splitUID(fs *flag.FlagSet, args []string) (string, error) {
 		uid, rest = rest[0], rest[1:]
 	}
 	if uid == "" || len(rest) > 0 {
-		return "", fmt.Errorf("%s: give exactly one event UID", fs.Name())
+		return "", fmt.Errorf("%s: give exactly one UID", fs.Name())
 	}
 	return uid, nil
 }
@@ -161,12 +159,7 @@ func (r *skillRun) mine(ctx context.Context, name string) ([]Calendar, *skills.R
 	if name == "" {
 		return cals, nil
 	}
-	var match []Calendar
-	for _, c := range cals {
-		if c.ID == name || strings.EqualFold(c.Name, name) {
-			match = append(match, c)
-		}
-	}
+	match := named(cals, name)
 	switch len(match) {
 	case 1:
 		return match, nil
@@ -178,6 +171,18 @@ func (r *skillRun) mine(ctx context.Context, name string) ([]Calendar, *skills.R
 	}
 	res := skills.Failf("calendar: %q names several of your calendars; use the id from list-calendars", name)
 	return nil, &res
+}
+
+// named is the collections of cals whose id is name or whose display name is name
+// (case-insensitively).
+func named(cals []Calendar, name string) []Calendar {
+	var match []Calendar
+	for _, c := range cals {
+		if c.ID == name || strings.EqualFold(c.Name, name) {
+			match = append(match, c)
+		}
+	}
+	return match
 }
 
 func (r *skillRun) listCalendars(ctx context.Context, args []string) skills.Result {
@@ -362,6 +367,8 @@ func (r *skillRun) fail(op string, err error) skills.Result {
 		return skills.Failf("calendar %s: the event was changed by someone else meanwhile; read it again and retry", op)
 	case errors.Is(err, ErrRecurring):
 		return skills.Failf("calendar %s: this is a recurring event; change it in Nextcloud Calendar", op)
+	case errors.Is(err, ErrReadOnly):
+		return skills.Failf("calendar %s: this calendar is shared with the bot read-only; share it with \"can edit\" in Nextcloud Calendar to let the bot change it", op)
 	case errors.Is(err, ErrInvalid):
 		return skills.Usagef("calendar %s: %s", op, strings.TrimPrefix(err.Error(), "calendar: "))
 	}
@@ -492,13 +499,4 @@ func (r *skillRun) printOne(cal Calendar, e Event, verb string, f eventFlags) sk
 	return skills.Result{Stdout: []byte(b.String())}
 }
 
-func jsonResult(v any) skills.Result {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(v); err != nil {
-		return skills.Internal("the calendar skill", err)
-	}
-	return skills.Result{Stdout: buf.Bytes()}
-}
+func jsonResult(v any) skills.Result { return skills.JSON(v) }
