@@ -26,6 +26,8 @@ import (
 	"github.com/emersion/go-ical"
 	"github.com/emersion/go-webdav"
 	"github.com/emersion/go-webdav/caldav"
+
+	"github.com/istota/istota/sidecar/internal/davshare"
 )
 
 // Errors callers tell apart.
@@ -49,23 +51,9 @@ var (
 // queryMargin widens the time range asked of the server; see Events.
 const queryMargin = 24 * time.Hour
 
-// sharedBySep is what Nextcloud appends to a calendar shared with another user:
-// "<calendar-uri>_shared_by_<owner uid>".
-const sharedBySep = "_shared_by_"
-
-// Calendar is one calendar collection in the bot's calendar home.
-type Calendar struct {
-	// Path is the absolute collection path on the server, with a trailing slash.
-	Path string `json:"path"`
-	// ID is the last path segment, e.g. "personal_shared_by_alice"; stable, used to
-	// name the calendar in the skill.
-	ID string `json:"id"`
-	// Name is the display name (may be empty).
-	Name string `json:"name"`
-	// Owner is the Nextcloud user who shared the calendar with the bot, from the
-	// "_shared_by_<uid>" suffix; empty for the bot's own calendars.
-	Owner string `json:"owner,omitempty"`
-}
+// Calendar is one calendar collection in the bot's calendar home (or a task list);
+// Owner is the user who shared it with the bot (see package davshare).
+type Calendar = davshare.Collection
 
 // Event is one VEVENT, or one occurrence of a recurring one.
 type Event struct {
@@ -155,12 +143,7 @@ func New(cfg Config) (*Client, error) {
 	return c, nil
 }
 
-func dirPath(p string) string {
-	if !strings.HasSuffix(p, "/") {
-		return p + "/"
-	}
-	return p
-}
+func dirPath(p string) string { return davshare.DirPath(p) }
 
 // home returns the calendar home path, discovering it the first time.
 func (c *Client) home(ctx context.Context) (string, error) {
@@ -215,33 +198,11 @@ func (c *Client) collections(ctx context.Context, comp string) ([]Calendar, erro
 	return out, nil
 }
 
-func newCalendar(p, name string) Calendar {
-	p = dirPath(p)
-	id := path.Base(strings.TrimSuffix(p, "/"))
-	if un, err := url.PathUnescape(id); err == nil {
-		id = un
-	}
-	cal := Calendar{Path: p, ID: id, Name: name}
-	if i := strings.LastIndex(id, sharedBySep); i > 0 {
-		cal.Owner = id[i+len(sharedBySep):]
-	}
-	return cal
-}
+func newCalendar(p, name string) Calendar { return davshare.New(p, name) }
 
 // ForUser returns the calendars uid shared with the bot, so a user's agent only ever
 // sees that user's calendars. The bot's own calendars belong to no user.
-func ForUser(cals []Calendar, uid string) []Calendar {
-	var out []Calendar
-	if uid == "" {
-		return out
-	}
-	for _, c := range cals {
-		if c.Owner == uid {
-			out = append(out, c)
-		}
-	}
-	return out
-}
+func ForUser(cals []Calendar, uid string) []Calendar { return davshare.ForUser(cals, uid) }
 
 // Choice says which of a user's calendars the bot may use, as the user chose on the
 // settings page (collection paths); chosen is false when the user never chose, which

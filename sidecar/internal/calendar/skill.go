@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/istota/istota/sidecar/internal/approval"
+	"github.com/istota/istota/sidecar/internal/davshare"
 	"github.com/istota/istota/sidecar/internal/skills"
 )
 
@@ -173,17 +174,7 @@ func (r *skillRun) mine(ctx context.Context, name string) ([]Calendar, *skills.R
 	return nil, &res
 }
 
-// named is the collections of cals whose id is name or whose display name is name
-// (case-insensitively).
-func named(cals []Calendar, name string) []Calendar {
-	var match []Calendar
-	for _, c := range cals {
-		if c.ID == name || strings.EqualFold(c.Name, name) {
-			match = append(match, c)
-		}
-	}
-	return match
-}
+func named(cals []Calendar, name string) []Calendar { return davshare.Named(cals, name) }
 
 func (r *skillRun) listCalendars(ctx context.Context, args []string) skills.Result {
 	var f eventFlags
