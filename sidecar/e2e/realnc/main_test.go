@@ -80,6 +80,7 @@ func TestNextcloud(t *testing.T) {
 		{"pages", testPages},
 		{"files", testFiles},
 		{"calendars", testCalendars},
+		{"tasks and contacts", testTasksContacts},
 		{"approvals", testApprovals},
 		{"ncskill", testNextcloudSkill},
 		{"settings api", testSettingsAPI},
