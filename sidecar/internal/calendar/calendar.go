@@ -20,11 +20,9 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/emersion/go-ical"
-	"github.com/emersion/go-webdav"
 	"github.com/emersion/go-webdav/caldav"
 
 	"github.com/istota/istota/sidecar/internal/davshare"
@@ -103,28 +101,17 @@ type Client struct {
 	dav      *caldav.Client
 	loc      *time.Location
 	log      *slog.Logger
-
-	mu      sync.Mutex
-	homeSet string
+	homeSet  davshare.Home
 }
 
 // New returns a client; it does not contact the server.
 func New(cfg Config) (*Client, error) {
-	u, err := url.Parse(cfg.Endpoint)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("calendar: endpoint must be an http(s) URL")
+	conn, err := davshare.Login{Endpoint: cfg.Endpoint, Username: cfg.Username, Password: cfg.Password,
+		HTTPClient: cfg.HTTPClient, Logger: cfg.Logger}.Open("calendar")
+	if err != nil {
+		return nil, err
 	}
-	if !strings.HasSuffix(u.Path, "/") {
-		u.Path += "/"
-	}
-	if cfg.Username == "" {
-		return nil, fmt.Errorf("calendar: username is required")
-	}
-	hc := cfg.HTTPClient
-	if hc == nil {
-		hc = &http.Client{Timeout: 30 * time.Second}
-	}
-	dav, err := caldav.NewClient(webdav.HTTPClientWithBasicAuth(hc, cfg.Username, cfg.Password), u.String())
+	dav, err := caldav.NewClient(conn.Auth, conn.Endpoint.String())
 	if err != nil {
 		return nil, fmt.Errorf("calendar: new caldav client: %w", err)
 	}
@@ -132,14 +119,8 @@ func New(cfg Config) (*Client, error) {
 	if loc == nil {
 		loc = time.UTC
 	}
-	log := cfg.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	c := &Client{endpoint: u, user: cfg.Username, pass: cfg.Password, http: hc, dav: dav, loc: loc, log: log}
-	if cfg.HomeSet != "" {
-		c.homeSet = dirPath(cfg.HomeSet)
-	}
+	c := &Client{endpoint: conn.Endpoint, user: cfg.Username, pass: cfg.Password, http: conn.HTTP, dav: dav, loc: loc, log: conn.Log}
+	c.homeSet.Set(cfg.HomeSet)
 	return c, nil
 }
 
@@ -147,21 +128,17 @@ func dirPath(p string) string { return davshare.DirPath(p) }
 
 // home returns the calendar home path, discovering it the first time.
 func (c *Client) home(ctx context.Context) (string, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.homeSet != "" {
-		return c.homeSet, nil
-	}
-	principal, err := c.dav.FindCurrentUserPrincipal(ctx)
-	if err != nil {
-		return "", fmt.Errorf("calendar: find current user principal: %w", err)
-	}
-	hs, err := c.dav.FindCalendarHomeSet(ctx, principal)
-	if err != nil {
-		return "", fmt.Errorf("calendar: find calendar home of %s: %w", principal, err)
-	}
-	c.homeSet = dirPath(hs)
-	return c.homeSet, nil
+	return c.homeSet.Get(ctx, func(ctx context.Context) (string, error) {
+		principal, err := c.dav.FindCurrentUserPrincipal(ctx)
+		if err != nil {
+			return "", fmt.Errorf("calendar: find current user principal: %w", err)
+		}
+		hs, err := c.dav.FindCalendarHomeSet(ctx, principal)
+		if err != nil {
+			return "", fmt.Errorf("calendar: find calendar home of %s: %w", principal, err)
+		}
+		return hs, nil
+	})
 }
 
 // Calendars lists the calendars in the bot's home: its own and those shared with it.
@@ -338,27 +315,38 @@ func (c *Client) Create(ctx context.Context, cal Calendar, ev Event) (Event, err
 	if err := checkTimes(ev); err != nil {
 		return Event{}, err
 	}
-	if ev.UID == "" {
-		ev.UID = randomID() + "@istota"
-	}
-	name := ev.UID
-	if !safeName(name) {
-		name = randomID()
-	}
-	ev.Path = dirPath(cal.Path) + name + ".ics"
-	obj := ical.NewCalendar()
-	obj.Props.SetText(ical.PropProductID, prodID)
-	obj.Props.SetText(ical.PropVersion, "2.0")
+	ev.UID, ev.Path = newObject(cal, ev.UID)
 	comp := newEventComponent(ev.UID)
 	applyEvent(comp, ev)
-	obj.Children = append(obj.Children, comp)
-	etag, err := c.put(ctx, ev.Path, obj, "", true)
+	etag, err := c.put(ctx, ev.Path, wrap(comp), "", true)
 	if err != nil {
 		return Event{}, err
 	}
 	ev.ETag = etag
 	ev.RecurrenceID = time.Time{}
 	return ev, nil
+}
+
+// newObject gives a new object in cal its UID (uid, or a random one) and path: <uid>.ics
+// when the UID makes a safe name, a random name otherwise.
+func newObject(cal Calendar, uid string) (string, string) {
+	if uid == "" {
+		uid = randomID() + "@istota"
+	}
+	name := uid
+	if !safeName(name) {
+		name = randomID()
+	}
+	return uid, dirPath(cal.Path) + name + ".ics"
+}
+
+// wrap puts comp into a new VCALENDAR object.
+func wrap(comp *ical.Component) *ical.Calendar {
+	obj := ical.NewCalendar()
+	obj.Props.SetText(ical.PropProductID, prodID)
+	obj.Props.SetText(ical.PropVersion, "2.0")
+	obj.Children = append(obj.Children, comp)
+	return obj
 }
 
 // Update rewrites the event at ev.Path with ev's fields, keeping every property it

@@ -157,24 +157,13 @@ func (r *skillRun) mine(ctx context.Context, name string) ([]Calendar, *skills.R
 		res := skills.Internal("the calendar settings", err)
 		return nil, &res
 	}
-	if name == "" {
-		return cals, nil
-	}
-	match := named(cals, name)
-	switch len(match) {
-	case 1:
-		return match, nil
-	case 0:
-		// The same answer whether the calendar does not exist or is someone else's:
-		// the agent learns nothing about other users' calendars.
-		res := skills.Failf("calendar: %q is not one of the calendars you shared with the bot account %q (see: istota skill calendar list-calendars)", name, r.c.user)
+	picked, err := davshare.Pick(cals, name, "calendars", "calendar list-calendars", r.c.user)
+	if err != nil {
+		res := skills.Failf("calendar: %v", err)
 		return nil, &res
 	}
-	res := skills.Failf("calendar: %q names several of your calendars; use the id from list-calendars", name)
-	return nil, &res
+	return picked, nil
 }
-
-func named(cals []Calendar, name string) []Calendar { return davshare.Named(cals, name) }
 
 func (r *skillRun) listCalendars(ctx context.Context, args []string) skills.Result {
 	var f eventFlags

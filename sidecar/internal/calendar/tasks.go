@@ -219,23 +219,12 @@ func (c *Client) CreateTask(ctx context.Context, list Calendar, t Task) (Task, e
 	if err := CheckPriority(t.Priority); err != nil {
 		return Task{}, err
 	}
-	if t.UID == "" {
-		t.UID = randomID() + "@istota"
-	}
-	name := t.UID
-	if !safeName(name) {
-		name = randomID()
-	}
-	t.Path = dirPath(list.Path) + name + ".ics"
-	obj := ical.NewCalendar()
-	obj.Props.SetText(ical.PropProductID, prodID)
-	obj.Props.SetText(ical.PropVersion, "2.0")
+	t.UID, t.Path = newObject(list, t.UID)
 	comp := ical.NewComponent(ical.CompToDo)
 	comp.Props.SetText(ical.PropUID, t.UID)
 	comp.Props.SetDateTime(ical.PropCreated, time.Now().UTC())
 	applyTask(comp, &t)
-	obj.Children = append(obj.Children, comp)
-	etag, err := c.put(ctx, t.Path, obj, "", true)
+	etag, err := c.put(ctx, t.Path, wrap(comp), "", true)
 	if err != nil {
 		return Task{}, err
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/istota/istota/sidecar/internal/approval"
+	"github.com/istota/istota/sidecar/internal/davshare"
 	"github.com/istota/istota/sidecar/internal/skills"
 )
 
@@ -124,21 +125,12 @@ func (r *tasksRun) mine(ctx context.Context, name string) ([]Calendar, *skills.R
 		res := skills.Internal("the task server", err)
 		return nil, &res
 	}
-	lists := ForUser(all, r.user)
-	if name == "" {
-		return lists, nil
-	}
-	match := named(lists, name)
-	switch len(match) {
-	case 1:
-		return match, nil
-	case 0:
-		// The same answer whether the list does not exist or is someone else's.
-		res := skills.Failf("tasks: %q is not one of the task lists you shared with the bot account %q (see: istota skill tasks lists)", name, r.c.user)
+	lists, err := davshare.Pick(ForUser(all, r.user), name, "task lists", "tasks lists", r.c.user)
+	if err != nil {
+		res := skills.Failf("tasks: %v", err)
 		return nil, &res
 	}
-	res := skills.Failf("tasks: %q names several of your task lists; use the id from \"tasks lists\"", name)
-	return nil, &res
+	return lists, nil
 }
 
 func (r *tasksRun) lists(ctx context.Context, args []string) skills.Result {

@@ -13,15 +13,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"slices"
 	"strings"
-	"sync"
-	"time"
 	"unicode"
 
 	"github.com/emersion/go-vcard"
-	"github.com/emersion/go-webdav"
 	"github.com/emersion/go-webdav/carddav"
 
 	"github.com/istota/istota/sidecar/internal/davshare"
@@ -67,62 +63,40 @@ type Config struct {
 
 // Client talks CardDAV to the server as the bot account. It is safe for concurrent use.
 type Client struct {
-	user string
-	dav  *carddav.Client
-	log  *slog.Logger
-
-	mu      sync.Mutex
-	homeSet string
+	user    string
+	dav     *carddav.Client
+	log     *slog.Logger
+	homeSet davshare.Home
 }
 
 // New returns a client; it does not contact the server.
 func New(cfg Config) (*Client, error) {
-	u, err := url.Parse(cfg.Endpoint)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("contacts: endpoint must be an http(s) URL")
+	conn, err := davshare.Login{Endpoint: cfg.Endpoint, Username: cfg.Username, Password: cfg.Password,
+		HTTPClient: cfg.HTTPClient, Logger: cfg.Logger}.Open("contacts")
+	if err != nil {
+		return nil, err
 	}
-	u.Path = davshare.DirPath(u.Path)
-	if cfg.Username == "" {
-		return nil, fmt.Errorf("contacts: username is required")
-	}
-	hc := cfg.HTTPClient
-	if hc == nil {
-		hc = &http.Client{Timeout: 30 * time.Second}
-	}
-	dav, err := carddav.NewClient(webdav.HTTPClientWithBasicAuth(hc, cfg.Username, cfg.Password), u.String())
+	dav, err := carddav.NewClient(conn.Auth, conn.Endpoint.String())
 	if err != nil {
 		return nil, fmt.Errorf("contacts: new carddav client: %w", err)
 	}
-	log := cfg.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	c := &Client{user: cfg.Username, dav: dav, log: log}
-	if cfg.HomeSet != "" {
-		c.homeSet = davshare.DirPath(cfg.HomeSet)
-	}
+	c := &Client{user: cfg.Username, dav: dav, log: conn.Log}
+	c.homeSet.Set(cfg.HomeSet)
 	return c, nil
 }
 
-// User is the bot account's name.
-func (c *Client) User() string { return c.user }
-
 func (c *Client) home(ctx context.Context) (string, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.homeSet != "" {
-		return c.homeSet, nil
-	}
-	principal, err := c.dav.FindCurrentUserPrincipal(ctx)
-	if err != nil {
-		return "", fmt.Errorf("contacts: find current user principal: %w", err)
-	}
-	hs, err := c.dav.FindAddressBookHomeSet(ctx, principal)
-	if err != nil {
-		return "", fmt.Errorf("contacts: find address book home of %s: %w", principal, err)
-	}
-	c.homeSet = davshare.DirPath(hs)
-	return c.homeSet, nil
+	return c.homeSet.Get(ctx, func(ctx context.Context) (string, error) {
+		principal, err := c.dav.FindCurrentUserPrincipal(ctx)
+		if err != nil {
+			return "", fmt.Errorf("contacts: find current user principal: %w", err)
+		}
+		hs, err := c.dav.FindAddressBookHomeSet(ctx, principal)
+		if err != nil {
+			return "", fmt.Errorf("contacts: find address book home of %s: %w", principal, err)
+		}
+		return hs, nil
+	})
 }
 
 // AddressBooks lists the address books in the bot's home: its own, the server's system

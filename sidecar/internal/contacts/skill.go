@@ -150,21 +150,12 @@ func mine(ctx context.Context, c *Client, user, name string) ([]AddressBook, *sk
 		res := skills.Internal("the contacts server", err)
 		return nil, &res
 	}
-	books := davshare.ForUser(all, user)
-	if name == "" {
-		return books, nil
-	}
-	match := davshare.Named(books, name)
-	switch len(match) {
-	case 1:
-		return match, nil
-	case 0:
-		// The same answer whether the book does not exist or is someone else's.
-		res := skills.Failf("contacts: %q is not one of the address books you shared with the bot account %q (see: istota skill contacts books)", name, c.user)
+	books, err := davshare.Pick(davshare.ForUser(all, user), name, "address books", "contacts books", c.user)
+	if err != nil {
+		res := skills.Failf("contacts: %v", err)
 		return nil, &res
 	}
-	res := skills.Failf("contacts: %q names several of your address books; use the id from \"contacts books\"", name)
-	return nil, &res
+	return books, nil
 }
 
 type bookJSON struct {

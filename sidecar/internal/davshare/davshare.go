@@ -7,9 +7,17 @@
 package davshare
 
 import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
 	"net/url"
 	"path"
 	"strings"
+	"sync"
+	"time"
+
+	"github.com/emersion/go-webdav"
 )
 
 // sharedBySep is what Nextcloud appends to a collection shared with another user.
@@ -76,4 +84,96 @@ func Named(cols []Collection, name string) []Collection {
 		}
 	}
 	return out
+}
+
+// Login is how the bot account reaches the server's DAV root.
+type Login struct {
+	// Endpoint is the DAV root, e.g. "https://cloud.example/remote.php/dav/".
+	Endpoint string
+	// Username and Password are the bot account's credentials (an app password).
+	Username string
+	Password string
+	// HTTPClient defaults to a client with a 30 s timeout.
+	HTTPClient *http.Client
+	Logger     *slog.Logger
+}
+
+// Conn is a checked Login: the endpoint with a trailing slash, the HTTP client, the same
+// client sending the bot's basic auth (for go-webdav's clients) and a logger.
+type Conn struct {
+	Endpoint *url.URL
+	HTTP     *http.Client
+	Auth     webdav.HTTPClient
+	Log      *slog.Logger
+}
+
+// Open checks l and fills in its defaults; what names the caller in errors.
+func (l Login) Open(what string) (Conn, error) {
+	u, err := url.Parse(l.Endpoint)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return Conn{}, fmt.Errorf("%s: endpoint must be an http(s) URL", what)
+	}
+	u.Path = DirPath(u.Path)
+	if l.Username == "" {
+		return Conn{}, fmt.Errorf("%s: username is required", what)
+	}
+	hc := l.HTTPClient
+	if hc == nil {
+		hc = &http.Client{Timeout: 30 * time.Second}
+	}
+	log := l.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return Conn{Endpoint: u, HTTP: hc, Auth: webdav.HTTPClientWithBasicAuth(hc, l.Username, l.Password), Log: log}, nil
+}
+
+// Home is a home set (calendar or address book home) found once and then remembered.
+// Its zero value discovers; Set fixes it in advance. Safe for concurrent use.
+type Home struct {
+	mu   sync.Mutex
+	path string
+}
+
+// Set fixes the home path (a configured home set); "" leaves it to discovery.
+func (h *Home) Set(p string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if p != "" {
+		h.path = DirPath(p)
+	}
+}
+
+// Get returns the home path, calling find the first time (or until it succeeds).
+func (h *Home) Get(ctx context.Context, find func(context.Context) (string, error)) (string, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.path != "" {
+		return h.path, nil
+	}
+	p, err := find(ctx)
+	if err != nil {
+		return "", err
+	}
+	h.path = DirPath(p)
+	return h.path, nil
+}
+
+// Pick is mine (a user's collections), or the one of them named name (see Named). The
+// error is the message for the agent: the same whether the named collection does not
+// exist or is someone else's, so it learns nothing about other users' collections.
+// noun is what the collections are ("calendars"), listCmd the skill command listing
+// them and bot the bot account's name.
+func Pick(mine []Collection, name, noun, listCmd, bot string) ([]Collection, error) {
+	if name == "" {
+		return mine, nil
+	}
+	match := Named(mine, name)
+	switch len(match) {
+	case 1:
+		return match, nil
+	case 0:
+		return nil, fmt.Errorf("%q is not one of the %s you shared with the bot account %q (see: istota skill %s)", name, noun, bot, listCmd)
+	}
+	return nil, fmt.Errorf("%q names several of your %s; use the id from \"istota skill %s\"", name, noun, listCmd)
 }
