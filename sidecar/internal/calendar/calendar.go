@@ -401,6 +401,9 @@ func (c *Client) deleteObject(ctx context.Context, cal Calendar, p, etag string)
 	if err := checkPath(cal, p, etag); err != nil {
 		return err
 	}
+	if err := c.checkWritable(ctx, dirPath(cal.Path)); err != nil {
+		return err
+	}
 	req, err := c.newRequest(ctx, http.MethodDelete, p, nil)
 	if err != nil {
 		return err
@@ -500,36 +503,92 @@ func (c *Client) get(ctx context.Context, p string) (*ical.Calendar, string, err
 // When the server does not return an ETag (Sabre omits it when it altered the data)
 // it is read back, because every later update needs it.
 func (c *Client) put(ctx context.Context, p string, data *ical.Calendar, etag string, create bool) (string, error) {
+	if err := c.checkWritable(ctx, path.Dir(p)+"/"); err != nil {
+		return "", err
+	}
 	var buf bytes.Buffer
 	if err := ical.NewEncoder(&buf).Encode(data); err != nil {
 		return "", fmt.Errorf("%w: encode event: %v", ErrInvalid, err)
 	}
-	req, err := c.newRequest(ctx, http.MethodPut, p, buf.Bytes())
-	if err != nil {
-		return "", err
-	}
-	req.Header.Set("Content-Type", ical.MIMEType+"; charset=utf-8")
-	if create {
-		req.Header.Set("If-None-Match", "*")
-	} else {
-		req.Header.Set("If-Match", quoteETag(etag))
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return "", fmt.Errorf("calendar: put %s: %w", p, err)
-	}
-	defer drain(resp)
-	if err := statusErr(resp, "put", p); err != nil {
-		return "", err
-	}
-	if e := unquoteETag(resp.Header.Get("ETag")); e != "" {
-		return e, nil
+	var resp *http.Response
+	for attempt := 0; ; attempt++ {
+		req, err := c.newRequest(ctx, http.MethodPut, p, buf.Bytes())
+		if err != nil {
+			return "", err
+		}
+		req.Header.Set("Content-Type", ical.MIMEType+"; charset=utf-8")
+		if create {
+			req.Header.Set("If-None-Match", "*")
+		} else {
+			req.Header.Set("If-Match", quoteETag(etag))
+		}
+		if resp, err = c.http.Do(req); err != nil {
+			return "", fmt.Errorf("calendar: put %s: %w", p, err)
+		}
+		defer drain(resp)
+		// A new object is put again once after a server error (Nextcloud on SQLite
+		// answers 500 while its database is locked): If-None-Match keeps it from
+		// landing twice, and a 412 then means the first put did store it, since a new
+		// object's name is its fresh UID.
+		if create && attempt == 0 && resp.StatusCode >= 500 {
+			c.log.Warn("calendar: server error creating an object; trying once more", "path", p, "status", resp.StatusCode)
+			select {
+			case <-ctx.Done():
+				return "", fmt.Errorf("calendar: put %s: %w", p, ctx.Err())
+			case <-time.After(time.Second):
+			}
+			continue
+		}
+		if create && attempt > 0 && resp.StatusCode == http.StatusPreconditionFailed {
+			break
+		}
+		if err := statusErr(resp, "put", p); err != nil {
+			return "", err
+		}
+		if e := unquoteETag(resp.Header.Get("ETag")); e != "" {
+			return e, nil
+		}
+		break
 	}
 	_, e, err := c.get(ctx, p)
 	if err != nil {
 		return "", err
 	}
 	return e, nil
+}
+
+// checkWritable refuses a change to the collection at dir with ErrReadOnly when the
+// server says the bot may not write there (a calendar or list shared read-only).
+// Nextcloud answers a write into such a share with 404 rather than 403, which would
+// read as "not found". A server that does not say leaves it to the write itself.
+func (c *Client) checkWritable(ctx context.Context, dir string) error {
+	req, err := c.newRequest(ctx, "PROPFIND", dir, []byte(davshare.PrivilegesQuery))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Depth", "0")
+	req.Header.Set("Content-Type", "application/xml; charset=utf-8")
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("calendar: privileges of %s: %w", dir, err)
+	}
+	defer drain(resp)
+	if resp.StatusCode != http.StatusMultiStatus {
+		c.log.Debug("calendar: no privileges answer; the write decides", "path", dir, "status", resp.StatusCode)
+		return nil
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return fmt.Errorf("calendar: privileges of %s: %w", dir, err)
+	}
+	writable, known, err := davshare.ParseWritable(body)
+	if err != nil {
+		return fmt.Errorf("calendar: privileges of %s: %w", dir, err)
+	}
+	if known && !writable {
+		return fmt.Errorf("calendar: write into %s: %w", dir, ErrReadOnly)
+	}
+	return nil
 }
 
 func statusErr(resp *http.Response, op, p string) error {

@@ -1,9 +1,11 @@
 package calendar
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"path"
@@ -41,9 +43,11 @@ type memBackend struct {
 	cals map[string]caldav.Calendar // by path
 	objs map[string]memObject       // by path
 	seq  int
-	// readOnly are the collections shared with the bot read-only: writes into them are
-	// refused with 403, as Nextcloud refuses them.
+	// readOnly are the collections shared with the bot read-only. As on Nextcloud, a
+	// PROPFIND for the privileges says so, and a write into them answers 404.
 	readOnly map[string]bool
+	// failPuts is how many of the next PUTs answer 500 (a locked database).
+	failPuts int
 }
 
 func newMemBackend() *memBackend {
@@ -177,7 +181,7 @@ func (b *memBackend) PutCalendarObject(_ context.Context, p string, data *ical.C
 		return nil, webdav.NewHTTPError(http.StatusConflict, errors.New("no such calendar"))
 	}
 	if b.readOnly[path.Dir(p)+"/"] {
-		return nil, webdav.NewHTTPError(http.StatusForbidden, errors.New("read-only share"))
+		return nil, webdav.NewHTTPError(http.StatusNotFound, errors.New("read-only share"))
 	}
 	cur, exists := b.objs[p]
 	if opts.IfNoneMatch.IsWildcard() && exists {
@@ -200,7 +204,7 @@ func (b *memBackend) DeleteCalendarObject(_ context.Context, p string) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.readOnly[path.Dir(p)+"/"] {
-		return webdav.NewHTTPError(http.StatusForbidden, errors.New("read-only share"))
+		return webdav.NewHTTPError(http.StatusNotFound, errors.New("read-only share"))
 	}
 	if _, ok := b.objs[p]; !ok {
 		return webdav.NewHTTPError(http.StatusNotFound, errors.New("no such object"))
@@ -219,6 +223,34 @@ func (b *memBackend) serve(t *testing.T) *httptest.Server {
 			w.Header().Set("WWW-Authenticate", `Basic realm="test"`)
 			http.Error(w, "unauthorized", http.StatusUnauthorized)
 			return
+		}
+		if r.Method == "PROPFIND" && r.Header.Get("Depth") == "0" {
+			body, _ := io.ReadAll(r.Body)
+			b.mu.Lock()
+			ro := b.readOnly[dirPath(r.URL.Path)]
+			b.mu.Unlock()
+			if ro && bytes.Contains(body, []byte("current-user-privilege-set")) {
+				// go-webdav does not do ACLs: answer as Nextcloud does for a read-only share.
+				w.Header().Set("Content-Type", "application/xml; charset=utf-8")
+				w.WriteHeader(http.StatusMultiStatus)
+				fmt.Fprintf(w, `<?xml version="1.0"?><d:multistatus xmlns:d="DAV:" xmlns:oc="http://owncloud.org/ns"><d:response><d:href>%s</d:href>`+
+					`<d:propstat><d:prop><d:current-user-privilege-set><d:privilege><d:read/></d:privilege></d:current-user-privilege-set><oc:read-only>1</oc:read-only></d:prop>`+
+					`<d:status>HTTP/1.1 200 OK</d:status></d:propstat></d:response></d:multistatus>`, r.URL.Path)
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+		}
+		if r.Method == http.MethodPut {
+			b.mu.Lock()
+			fail := b.failPuts > 0
+			if fail {
+				b.failPuts--
+			}
+			b.mu.Unlock()
+			if fail {
+				http.Error(w, "database is locked", http.StatusInternalServerError)
+				return
+			}
 		}
 		if r.Method == http.MethodDelete {
 			if im := webdav.ConditionalMatch(r.Header.Get("If-Match")); im.IsSet() {

@@ -3,6 +3,8 @@ package calendar
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -312,5 +314,46 @@ func TestClassifyTasks(t *testing.T) {
 		if a.Tier != tc.tier || !strings.Contains(a.Summary, tc.sum) {
 			t.Errorf("%v: %v %q", tc.args, a.Tier, a.Summary)
 		}
+	}
+}
+
+func TestStatusErr(t *testing.T) {
+	for code, want := range map[int]error{404: ErrNotFound, 410: ErrNotFound, 412: ErrPrecondition, 403: ErrReadOnly} {
+		err := statusErr(&http.Response{StatusCode: code, Status: http.StatusText(code)}, "put", "/x.ics")
+		if !errors.Is(err, want) {
+			t.Errorf("%d: %v", code, err)
+		}
+	}
+	if err := statusErr(&http.Response{StatusCode: 403}, "get", "/x.ics"); errors.Is(err, ErrReadOnly) {
+		t.Errorf("a refused read is no read-only share: %v", err)
+	}
+	if err := statusErr(&http.Response{StatusCode: 201}, "put", "/x.ics"); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestCreateRetriesOnceAfterAServerError(t *testing.T) {
+	f := newTaskFixture(t)
+	list := newCalendar(f.aliceTasks, "Alice Tasks")
+	before := f.b.count(f.aliceTasks)
+	f.b.mu.Lock()
+	f.b.failPuts = 1
+	f.b.mu.Unlock()
+	got, err := f.c.CreateTask(context.Background(), list, Task{Summary: "after a locked database"})
+	if err != nil || got.ETag == "" || f.b.count(f.aliceTasks) != before+1 {
+		t.Fatalf("one 500: %+v %v, %d objects", got, err, f.b.count(f.aliceTasks))
+	}
+	f.b.mu.Lock()
+	f.b.failPuts = 2
+	f.b.mu.Unlock()
+	if _, err := f.c.CreateTask(context.Background(), list, Task{Summary: "twice"}); err == nil || !strings.Contains(err.Error(), "500") {
+		t.Fatalf("two 500s: %v", err)
+	}
+	// Updates are not put again: their If-Match could not tell a stored first try.
+	f.b.mu.Lock()
+	f.b.failPuts = 1
+	f.b.mu.Unlock()
+	if _, err := f.c.UpdateTask(context.Background(), list, got); err == nil {
+		t.Fatal("an update after a 500 succeeded")
 	}
 }
