@@ -128,17 +128,7 @@ func dirPath(p string) string { return davshare.DirPath(p) }
 
 // home returns the calendar home path, discovering it the first time.
 func (c *Client) home(ctx context.Context) (string, error) {
-	return c.homeSet.Get(ctx, func(ctx context.Context) (string, error) {
-		principal, err := c.dav.FindCurrentUserPrincipal(ctx)
-		if err != nil {
-			return "", fmt.Errorf("calendar: find current user principal: %w", err)
-		}
-		hs, err := c.dav.FindCalendarHomeSet(ctx, principal)
-		if err != nil {
-			return "", fmt.Errorf("calendar: find calendar home of %s: %w", principal, err)
-		}
-		return hs, nil
-	})
+	return c.homeSet.Discover(ctx, "calendar", c.dav.FindCurrentUserPrincipal, c.dav.FindCalendarHomeSet)
 }
 
 // Calendars lists the calendars in the bot's home: its own and those shared with it.

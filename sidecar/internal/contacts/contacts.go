@@ -86,17 +86,7 @@ func New(cfg Config) (*Client, error) {
 }
 
 func (c *Client) home(ctx context.Context) (string, error) {
-	return c.homeSet.Get(ctx, func(ctx context.Context) (string, error) {
-		principal, err := c.dav.FindCurrentUserPrincipal(ctx)
-		if err != nil {
-			return "", fmt.Errorf("contacts: find current user principal: %w", err)
-		}
-		hs, err := c.dav.FindAddressBookHomeSet(ctx, principal)
-		if err != nil {
-			return "", fmt.Errorf("contacts: find address book home of %s: %w", principal, err)
-		}
-		return hs, nil
-	})
+	return c.homeSet.Discover(ctx, "contacts", c.dav.FindCurrentUserPrincipal, c.dav.FindAddressBookHomeSet)
 }
 
 // AddressBooks lists the address books in the bot's home: its own, the server's system

@@ -144,6 +144,24 @@ func (h *Home) Set(p string) {
 	}
 }
 
+// Discover is Get with the usual discovery: the current user's principal, then the home
+// set named in it (homeOf: go-webdav's FindCalendarHomeSet or FindAddressBookHomeSet).
+// what names the caller in errors.
+func (h *Home) Discover(ctx context.Context, what string, principal func(context.Context) (string, error),
+	homeOf func(context.Context, string) (string, error)) (string, error) {
+	return h.Get(ctx, func(ctx context.Context) (string, error) {
+		p, err := principal(ctx)
+		if err != nil {
+			return "", fmt.Errorf("%s: find current user principal: %w", what, err)
+		}
+		hs, err := homeOf(ctx, p)
+		if err != nil {
+			return "", fmt.Errorf("%s: find the home set of %s: %w", what, p, err)
+		}
+		return hs, nil
+	})
+}
+
 // Get returns the home path, calling find the first time (or until it succeeds).
 func (h *Home) Get(ctx context.Context, find func(context.Context) (string, error)) (string, error) {
 	h.mu.Lock()
