@@ -9,6 +9,21 @@ import (
 	"github.com/istota/istota/sidecar/internal/brain/claude/fakeapi"
 )
 
+// davSetup is nc.dav for a test's own setup, tried again while Nextcloud's SQLite
+// database is locked by the sidecar's and the app's requests at the same moment (it
+// answers 500 then, and the write did not happen).
+func (nc *nextcloud) davSetup(t *testing.T, user, method, path string, body []byte, header map[string]string) (int, []byte) {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		st, raw := nc.dav(t, user, method, path, body, header)
+		if st != 500 || !strings.Contains(string(raw), "database is locked") || attempt == 5 {
+			return st, raw
+		}
+		t.Logf("%s %s: the database is locked; again in a second", method, path)
+		time.Sleep(time.Second)
+	}
+}
+
 // shareWithBot shares user's calendar, task list or address book at base with the bot
 // account, as Nextcloud's Calendar, Tasks and Contacts apps do. Nextcloud makes a share
 // read-write when <read-write/> is there at all, whatever it holds, so a read-only
@@ -21,7 +36,7 @@ func (nc *nextcloud) shareWithBot(t *testing.T, user, base string, writable bool
 	}
 	share := `<?xml version="1.0" encoding="utf-8"?>
 <o:share xmlns:d="DAV:" xmlns:o="http://owncloud.org/ns"><o:set><d:href>principal:principals/users/istota</d:href>` + rw + `</o:set></o:share>`
-	if st, raw := nc.dav(t, user, "POST", base, []byte(share), map[string]string{"Content-Type": "application/xml; charset=utf-8"}); st/100 != 2 {
+	if st, raw := nc.davSetup(t, user, "POST", base, []byte(share), map[string]string{"Content-Type": "application/xml; charset=utf-8"}); st/100 != 2 {
 		t.Fatalf("share %s with the bot: %d %s", base, st, raw)
 	}
 }
@@ -34,13 +49,13 @@ func (nc *nextcloud) makeTaskList(t *testing.T, user, name, summary string, writ
 	mk := `<?xml version="1.0" encoding="utf-8"?>
 <c:mkcalendar xmlns:d="DAV:" xmlns:c="urn:ietf:params:xml:ns:caldav"><d:set><d:prop><d:displayname>` + name + `</d:displayname>
 <c:supported-calendar-component-set><c:comp name="VTODO"/></c:supported-calendar-component-set></d:prop></d:set></c:mkcalendar>`
-	if st, raw := nc.dav(t, user, "MKCALENDAR", base, []byte(mk), map[string]string{"Content-Type": "application/xml"}); st != 201 {
+	if st, raw := nc.davSetup(t, user, "MKCALENDAR", base, []byte(mk), map[string]string{"Content-Type": "application/xml"}); st != 201 {
 		t.Fatalf("MKCALENDAR %s: %d %s", base, st, raw)
 	}
 	due := time.Now().UTC().AddDate(0, 0, 3).Format("20060102")
 	ics := fmt.Sprintf("BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//istota tests//EN\r\nBEGIN:VTODO\r\nUID:%s-task@istota.test\r\nDTSTAMP:%s\r\nDUE;VALUE=DATE:%s\r\nPRIORITY:5\r\nSUMMARY:%s\r\nSTATUS:NEEDS-ACTION\r\nEND:VTODO\r\nEND:VCALENDAR\r\n",
 		name, time.Now().UTC().Format("20060102T150405Z"), due, summary)
-	if st, raw := nc.dav(t, user, "PUT", base+"task.ics", []byte(ics), map[string]string{"Content-Type": "text/calendar; charset=utf-8"}); st != 201 {
+	if st, raw := nc.davSetup(t, user, "PUT", base+"task.ics", []byte(ics), map[string]string{"Content-Type": "text/calendar; charset=utf-8"}); st != 201 {
 		t.Fatalf("PUT to-do: %d %s", st, raw)
 	}
 	nc.shareWithBot(t, user, base, writable)
@@ -54,12 +69,12 @@ func (nc *nextcloud) makeAddressBook(t *testing.T, user, name, fn, email string)
 	mk := `<?xml version="1.0" encoding="utf-8"?>
 <d:mkcol xmlns:d="DAV:" xmlns:card="urn:ietf:params:xml:ns:carddav"><d:set><d:prop>
 <d:resourcetype><d:collection/><card:addressbook/></d:resourcetype><d:displayname>` + name + `</d:displayname></d:prop></d:set></d:mkcol>`
-	if st, raw := nc.dav(t, user, "MKCOL", base, []byte(mk), map[string]string{"Content-Type": "application/xml"}); st != 201 {
+	if st, raw := nc.davSetup(t, user, "MKCOL", base, []byte(mk), map[string]string{"Content-Type": "application/xml"}); st != 201 {
 		t.Fatalf("MKCOL %s: %d %s", base, st, raw)
 	}
 	vcf := fmt.Sprintf("BEGIN:VCARD\r\nVERSION:3.0\r\nUID:%s-contact@istota.test\r\nFN:%s\r\nEMAIL;TYPE=work:%s\r\nTEL;TYPE=cell:+49 170 555 0199\r\nORG:Istota Test Org\r\nEND:VCARD\r\n",
 		name, fn, email)
-	if st, raw := nc.dav(t, user, "PUT", base+"contact.vcf", []byte(vcf), map[string]string{"Content-Type": "text/vcard; charset=utf-8"}); st != 201 {
+	if st, raw := nc.davSetup(t, user, "PUT", base+"contact.vcf", []byte(vcf), map[string]string{"Content-Type": "text/vcard; charset=utf-8"}); st != 201 {
 		t.Fatalf("PUT contact: %d %s", st, raw)
 	}
 	nc.shareWithBot(t, user, base, false)
