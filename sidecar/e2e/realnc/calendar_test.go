@@ -32,11 +32,7 @@ func (nc *nextcloud) makeSharedCalendar(t *testing.T, user, name, summary string
 	if st, raw := nc.dav(t, user, "PUT", base+"event.ics", []byte(ics), map[string]string{"Content-Type": "text/calendar; charset=utf-8"}); st != 201 {
 		t.Fatalf("PUT event: %d %s", st, raw)
 	}
-	share := `<?xml version="1.0" encoding="utf-8"?>
-<o:share xmlns:d="DAV:" xmlns:o="http://owncloud.org/ns"><o:set><d:href>principal:principals/users/istota</d:href><o:read-write>` + fmt.Sprint(writable) + `</o:read-write></o:set></o:share>`
-	if st, raw := nc.dav(t, user, "POST", base, []byte(share), map[string]string{"Content-Type": "application/xml; charset=utf-8"}); st/100 != 2 {
-		t.Fatalf("share %s with the bot: %d %s", base, st, raw)
-	}
+	nc.shareWithBot(t, user, base, writable)
 }
 
 // calendarData returns every event of one of user's calendars as iCalendar text.

@@ -81,6 +81,7 @@ func TestNextcloud(t *testing.T) {
 		{"files", testFiles},
 		{"voice", testVoice},
 		{"calendars", testCalendars},
+		{"tasks and contacts", testTasksContacts},
 		{"approvals", testApprovals},
 		{"ncskill", testNextcloudSkill},
 		{"settings api", testSettingsAPI},

@@ -27,6 +27,7 @@ import (
 	"github.com/istota/istota/sidecar/internal/briefing"
 	"github.com/istota/istota/sidecar/internal/calendar"
 	"github.com/istota/istota/sidecar/internal/config"
+	"github.com/istota/istota/sidecar/internal/contacts"
 	"github.com/istota/istota/sidecar/internal/credproxy"
 	"github.com/istota/istota/sidecar/internal/deferred"
 	"github.com/istota/istota/sidecar/internal/executor"
@@ -286,6 +287,23 @@ func openSidecar(ctx context.Context, cfg config.Config, log *slog.Logger, why p
 			return nil, fmt.Errorf("calendar: %w", err)
 		}
 		if err := calendar.RegisterSkill(registry, s.calendars, s.calendarChoice); err != nil {
+			return nil, err
+		}
+		// To-do lists live in the same calendar home: the tasks skill shares the client.
+		if err := calendar.RegisterTasksSkill(registry, s.calendars); err != nil {
+			return nil, err
+		}
+		// Address books users shared with the bot, read by the contacts skill.
+		book, err := contacts.New(contacts.Config{
+			Endpoint: strings.TrimRight(nc.URL, "/") + "/remote.php/dav/",
+			Username: nc.BotUser, Password: nc.BotPassword,
+			HTTPClient: &http.Client{Timeout: nc.RequestTimeout.Duration, Transport: s.bot.transport, Jar: s.bot.jar},
+			Logger:     log.With("component", "contacts"),
+		})
+		if err != nil {
+			return nil, fmt.Errorf("contacts: %w", err)
+		}
+		if err := contacts.RegisterSkill(registry, book); err != nil {
 			return nil, err
 		}
 	}

@@ -20,12 +20,12 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/emersion/go-ical"
-	"github.com/emersion/go-webdav"
 	"github.com/emersion/go-webdav/caldav"
+
+	"github.com/istota/istota/sidecar/internal/davshare"
 )
 
 // Errors callers tell apart.
@@ -41,28 +41,17 @@ var (
 	// ErrInvalid: the event or calendar given is not usable (missing fields, path
 	// outside the calendar).
 	ErrInvalid = errors.New("calendar: invalid request")
+	// ErrReadOnly: the server refused a change (403): the calendar or task list is
+	// shared with the bot read-only.
+	ErrReadOnly = errors.New("calendar: the server refused the change (shared read-only)")
 )
 
 // queryMargin widens the time range asked of the server; see Events.
 const queryMargin = 24 * time.Hour
 
-// sharedBySep is what Nextcloud appends to a calendar shared with another user:
-// "<calendar-uri>_shared_by_<owner uid>".
-const sharedBySep = "_shared_by_"
-
-// Calendar is one calendar collection in the bot's calendar home.
-type Calendar struct {
-	// Path is the absolute collection path on the server, with a trailing slash.
-	Path string `json:"path"`
-	// ID is the last path segment, e.g. "personal_shared_by_alice"; stable, used to
-	// name the calendar in the skill.
-	ID string `json:"id"`
-	// Name is the display name (may be empty).
-	Name string `json:"name"`
-	// Owner is the Nextcloud user who shared the calendar with the bot, from the
-	// "_shared_by_<uid>" suffix; empty for the bot's own calendars.
-	Owner string `json:"owner,omitempty"`
-}
+// Calendar is one calendar collection in the bot's calendar home (or a task list);
+// Owner is the user who shared it with the bot (see package davshare).
+type Calendar = davshare.Collection
 
 // Event is one VEVENT, or one occurrence of a recurring one.
 type Event struct {
@@ -112,28 +101,17 @@ type Client struct {
 	dav      *caldav.Client
 	loc      *time.Location
 	log      *slog.Logger
-
-	mu      sync.Mutex
-	homeSet string
+	homeSet  davshare.Home
 }
 
 // New returns a client; it does not contact the server.
 func New(cfg Config) (*Client, error) {
-	u, err := url.Parse(cfg.Endpoint)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("calendar: endpoint must be an http(s) URL")
+	conn, err := davshare.Login{Endpoint: cfg.Endpoint, Username: cfg.Username, Password: cfg.Password,
+		HTTPClient: cfg.HTTPClient, Logger: cfg.Logger}.Open("calendar")
+	if err != nil {
+		return nil, err
 	}
-	if !strings.HasSuffix(u.Path, "/") {
-		u.Path += "/"
-	}
-	if cfg.Username == "" {
-		return nil, fmt.Errorf("calendar: username is required")
-	}
-	hc := cfg.HTTPClient
-	if hc == nil {
-		hc = &http.Client{Timeout: 30 * time.Second}
-	}
-	dav, err := caldav.NewClient(webdav.HTTPClientWithBasicAuth(hc, cfg.Username, cfg.Password), u.String())
+	dav, err := caldav.NewClient(conn.Auth, conn.Endpoint.String())
 	if err != nil {
 		return nil, fmt.Errorf("calendar: new caldav client: %w", err)
 	}
@@ -141,45 +119,33 @@ func New(cfg Config) (*Client, error) {
 	if loc == nil {
 		loc = time.UTC
 	}
-	log := cfg.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	c := &Client{endpoint: u, user: cfg.Username, pass: cfg.Password, http: hc, dav: dav, loc: loc, log: log}
-	if cfg.HomeSet != "" {
-		c.homeSet = dirPath(cfg.HomeSet)
-	}
+	c := &Client{endpoint: conn.Endpoint, user: cfg.Username, pass: cfg.Password, http: conn.HTTP, dav: dav, loc: loc, log: conn.Log}
+	c.homeSet.Set(cfg.HomeSet)
 	return c, nil
 }
 
-func dirPath(p string) string {
-	if !strings.HasSuffix(p, "/") {
-		return p + "/"
-	}
-	return p
-}
+func dirPath(p string) string { return davshare.DirPath(p) }
 
 // home returns the calendar home path, discovering it the first time.
 func (c *Client) home(ctx context.Context) (string, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.homeSet != "" {
-		return c.homeSet, nil
-	}
-	principal, err := c.dav.FindCurrentUserPrincipal(ctx)
-	if err != nil {
-		return "", fmt.Errorf("calendar: find current user principal: %w", err)
-	}
-	hs, err := c.dav.FindCalendarHomeSet(ctx, principal)
-	if err != nil {
-		return "", fmt.Errorf("calendar: find calendar home of %s: %w", principal, err)
-	}
-	c.homeSet = dirPath(hs)
-	return c.homeSet, nil
+	return c.homeSet.Discover(ctx, "calendar", c.dav.FindCurrentUserPrincipal, c.dav.FindCalendarHomeSet)
 }
 
 // Calendars lists the calendars in the bot's home: its own and those shared with it.
+// A task list (VTODO only) is no event calendar and is left out; see TaskLists.
 func (c *Client) Calendars(ctx context.Context) ([]Calendar, error) {
+	return c.collections(ctx, ical.CompEvent)
+}
+
+// TaskLists lists the collections in the bot's home that hold to-dos (VTODO): Nextcloud
+// Tasks' lists, and calendars that take both events and to-dos.
+func (c *Client) TaskLists(ctx context.Context) ([]Calendar, error) {
+	return c.collections(ctx, ical.CompToDo)
+}
+
+// collections lists the collections of the bot's calendar home that take comp; one
+// that names no component set takes every component.
+func (c *Client) collections(ctx context.Context, comp string) ([]Calendar, error) {
 	hs, err := c.home(ctx)
 	if err != nil {
 		return nil, err
@@ -190,8 +156,8 @@ func (c *Client) Calendars(ctx context.Context) ([]Calendar, error) {
 	}
 	out := make([]Calendar, 0, len(found))
 	for _, f := range found {
-		if len(f.SupportedComponentSet) > 0 && !slices.Contains(f.SupportedComponentSet, ical.CompEvent) {
-			continue // a task list (VTODO only) is no event calendar
+		if len(f.SupportedComponentSet) > 0 && !slices.Contains(f.SupportedComponentSet, comp) {
+			continue
 		}
 		out = append(out, newCalendar(f.Path, f.Name))
 	}
@@ -199,33 +165,11 @@ func (c *Client) Calendars(ctx context.Context) ([]Calendar, error) {
 	return out, nil
 }
 
-func newCalendar(p, name string) Calendar {
-	p = dirPath(p)
-	id := path.Base(strings.TrimSuffix(p, "/"))
-	if un, err := url.PathUnescape(id); err == nil {
-		id = un
-	}
-	cal := Calendar{Path: p, ID: id, Name: name}
-	if i := strings.LastIndex(id, sharedBySep); i > 0 {
-		cal.Owner = id[i+len(sharedBySep):]
-	}
-	return cal
-}
+func newCalendar(p, name string) Calendar { return davshare.New(p, name) }
 
 // ForUser returns the calendars uid shared with the bot, so a user's agent only ever
 // sees that user's calendars. The bot's own calendars belong to no user.
-func ForUser(cals []Calendar, uid string) []Calendar {
-	var out []Calendar
-	if uid == "" {
-		return out
-	}
-	for _, c := range cals {
-		if c.Owner == uid {
-			out = append(out, c)
-		}
-	}
-	return out
-}
+func ForUser(cals []Calendar, uid string) []Calendar { return davshare.ForUser(cals, uid) }
 
 // Choice says which of a user's calendars the bot may use, as the user chose on the
 // settings page (collection paths); chosen is false when the user never chose, which
@@ -361,27 +305,38 @@ func (c *Client) Create(ctx context.Context, cal Calendar, ev Event) (Event, err
 	if err := checkTimes(ev); err != nil {
 		return Event{}, err
 	}
-	if ev.UID == "" {
-		ev.UID = randomID() + "@istota"
-	}
-	name := ev.UID
-	if !safeName(name) {
-		name = randomID()
-	}
-	ev.Path = dirPath(cal.Path) + name + ".ics"
-	obj := ical.NewCalendar()
-	obj.Props.SetText(ical.PropProductID, prodID)
-	obj.Props.SetText(ical.PropVersion, "2.0")
+	ev.UID, ev.Path = newObject(cal, ev.UID)
 	comp := newEventComponent(ev.UID)
 	applyEvent(comp, ev)
-	obj.Children = append(obj.Children, comp)
-	etag, err := c.put(ctx, ev.Path, obj, "", true)
+	etag, err := c.put(ctx, ev.Path, wrap(comp), "", true)
 	if err != nil {
 		return Event{}, err
 	}
 	ev.ETag = etag
 	ev.RecurrenceID = time.Time{}
 	return ev, nil
+}
+
+// newObject gives a new object in cal its UID (uid, or a random one) and path: <uid>.ics
+// when the UID makes a safe name, a random name otherwise.
+func newObject(cal Calendar, uid string) (string, string) {
+	if uid == "" {
+		uid = randomID() + "@istota"
+	}
+	name := uid
+	if !safeName(name) {
+		name = randomID()
+	}
+	return uid, dirPath(cal.Path) + name + ".ics"
+}
+
+// wrap puts comp into a new VCALENDAR object.
+func wrap(comp *ical.Component) *ical.Calendar {
+	obj := ical.NewCalendar()
+	obj.Props.SetText(ical.PropProductID, prodID)
+	obj.Props.SetText(ical.PropVersion, "2.0")
+	obj.Children = append(obj.Children, comp)
+	return obj
 }
 
 // Update rewrites the event at ev.Path with ev's fields, keeping every property it
@@ -428,20 +383,28 @@ func (c *Client) Update(ctx context.Context, cal Calendar, ev Event) (Event, err
 // Delete removes the object holding ev (for a recurring event: the whole series),
 // if its ETag still matches.
 func (c *Client) Delete(ctx context.Context, cal Calendar, ev Event) error {
-	if err := checkObject(cal, ev); err != nil {
+	return c.deleteObject(ctx, cal, ev.Path, ev.ETag)
+}
+
+// deleteObject removes the object at p in cal if its ETag still matches.
+func (c *Client) deleteObject(ctx context.Context, cal Calendar, p, etag string) error {
+	if err := checkPath(cal, p, etag); err != nil {
 		return err
 	}
-	req, err := c.newRequest(ctx, http.MethodDelete, ev.Path, nil)
+	if err := c.checkWritable(ctx, dirPath(cal.Path)); err != nil {
+		return err
+	}
+	req, err := c.newRequest(ctx, http.MethodDelete, p, nil)
 	if err != nil {
 		return err
 	}
-	req.Header.Set("If-Match", quoteETag(ev.ETag))
+	req.Header.Set("If-Match", quoteETag(etag))
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return fmt.Errorf("calendar: delete %s: %w", ev.Path, err)
+		return fmt.Errorf("calendar: delete %s: %w", p, err)
 	}
 	defer drain(resp)
-	if err := statusErr(resp, "delete", ev.Path); err != nil {
+	if err := statusErr(resp, "delete", p); err != nil {
 		return err
 	}
 	return nil
@@ -450,13 +413,18 @@ func (c *Client) Delete(ctx context.Context, cal Calendar, ev Event) error {
 // checkObject makes sure ev names an object inside cal, so that a caller that checked
 // the calendar cannot be steered into another one by the event's path.
 func checkObject(cal Calendar, ev Event) error {
-	if ev.ETag == "" {
-		return fmt.Errorf("%w: no ETag (read the event first)", ErrInvalid)
+	return checkPath(cal, ev.Path, ev.ETag)
+}
+
+// checkPath is checkObject for any object (event or to-do) at p with etag.
+func checkPath(cal Calendar, p, etag string) error {
+	if etag == "" {
+		return fmt.Errorf("%w: no ETag (read the object first)", ErrInvalid)
 	}
 	dir := dirPath(cal.Path)
-	clean := path.Clean(ev.Path)
+	clean := path.Clean(p)
 	if path.Dir(clean)+"/" != dir || !strings.HasSuffix(clean, ".ics") {
-		return fmt.Errorf("%w: event path is not in calendar %s", ErrInvalid, cal.ID)
+		return fmt.Errorf("%w: object path is not in calendar %s", ErrInvalid, cal.ID)
 	}
 	return nil
 }
@@ -525,36 +493,92 @@ func (c *Client) get(ctx context.Context, p string) (*ical.Calendar, string, err
 // When the server does not return an ETag (Sabre omits it when it altered the data)
 // it is read back, because every later update needs it.
 func (c *Client) put(ctx context.Context, p string, data *ical.Calendar, etag string, create bool) (string, error) {
+	if err := c.checkWritable(ctx, path.Dir(p)+"/"); err != nil {
+		return "", err
+	}
 	var buf bytes.Buffer
 	if err := ical.NewEncoder(&buf).Encode(data); err != nil {
 		return "", fmt.Errorf("%w: encode event: %v", ErrInvalid, err)
 	}
-	req, err := c.newRequest(ctx, http.MethodPut, p, buf.Bytes())
-	if err != nil {
-		return "", err
-	}
-	req.Header.Set("Content-Type", ical.MIMEType+"; charset=utf-8")
-	if create {
-		req.Header.Set("If-None-Match", "*")
-	} else {
-		req.Header.Set("If-Match", quoteETag(etag))
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return "", fmt.Errorf("calendar: put %s: %w", p, err)
-	}
-	defer drain(resp)
-	if err := statusErr(resp, "put", p); err != nil {
-		return "", err
-	}
-	if e := unquoteETag(resp.Header.Get("ETag")); e != "" {
-		return e, nil
+	var resp *http.Response
+	for attempt := 0; ; attempt++ {
+		req, err := c.newRequest(ctx, http.MethodPut, p, buf.Bytes())
+		if err != nil {
+			return "", err
+		}
+		req.Header.Set("Content-Type", ical.MIMEType+"; charset=utf-8")
+		if create {
+			req.Header.Set("If-None-Match", "*")
+		} else {
+			req.Header.Set("If-Match", quoteETag(etag))
+		}
+		if resp, err = c.http.Do(req); err != nil {
+			return "", fmt.Errorf("calendar: put %s: %w", p, err)
+		}
+		defer drain(resp)
+		// A new object is put again once after a server error (Nextcloud on SQLite
+		// answers 500 while its database is locked): If-None-Match keeps it from
+		// landing twice, and a 412 then means the first put did store it, since a new
+		// object's name is its fresh UID.
+		if create && attempt == 0 && resp.StatusCode >= 500 {
+			c.log.Warn("calendar: server error creating an object; trying once more", "path", p, "status", resp.StatusCode)
+			select {
+			case <-ctx.Done():
+				return "", fmt.Errorf("calendar: put %s: %w", p, ctx.Err())
+			case <-time.After(time.Second):
+			}
+			continue
+		}
+		if create && attempt > 0 && resp.StatusCode == http.StatusPreconditionFailed {
+			break
+		}
+		if err := statusErr(resp, "put", p); err != nil {
+			return "", err
+		}
+		if e := unquoteETag(resp.Header.Get("ETag")); e != "" {
+			return e, nil
+		}
+		break
 	}
 	_, e, err := c.get(ctx, p)
 	if err != nil {
 		return "", err
 	}
 	return e, nil
+}
+
+// checkWritable refuses a change to the collection at dir with ErrReadOnly when the
+// server says the bot may not write there (a calendar or list shared read-only).
+// Nextcloud answers a write into such a share with 404 rather than 403, which would
+// read as "not found". A server that does not say leaves it to the write itself.
+func (c *Client) checkWritable(ctx context.Context, dir string) error {
+	req, err := c.newRequest(ctx, "PROPFIND", dir, []byte(davshare.PrivilegesQuery))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Depth", "0")
+	req.Header.Set("Content-Type", "application/xml; charset=utf-8")
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("calendar: privileges of %s: %w", dir, err)
+	}
+	defer drain(resp)
+	if resp.StatusCode != http.StatusMultiStatus {
+		c.log.Debug("calendar: no privileges answer; the write decides", "path", dir, "status", resp.StatusCode)
+		return nil
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return fmt.Errorf("calendar: privileges of %s: %w", dir, err)
+	}
+	writable, known, err := davshare.ParseWritable(body)
+	if err != nil {
+		return fmt.Errorf("calendar: privileges of %s: %w", dir, err)
+	}
+	if known && !writable {
+		return fmt.Errorf("calendar: write into %s: %w", dir, ErrReadOnly)
+	}
+	return nil
 }
 
 func statusErr(resp *http.Response, op, p string) error {
@@ -565,6 +589,8 @@ func statusErr(resp *http.Response, op, p string) error {
 		return fmt.Errorf("calendar: %s %s: %w", op, p, ErrNotFound)
 	case resp.StatusCode == http.StatusPreconditionFailed:
 		return fmt.Errorf("calendar: %s %s: %w", op, p, ErrPrecondition)
+	case resp.StatusCode == http.StatusForbidden && op != "get":
+		return fmt.Errorf("calendar: %s %s: %w", op, p, ErrReadOnly)
 	}
 	return fmt.Errorf("calendar: %s %s: server answered %s", op, p, resp.Status)
 }

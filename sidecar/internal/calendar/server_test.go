@@ -1,9 +1,11 @@
 package calendar
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"path"
@@ -41,10 +43,22 @@ type memBackend struct {
 	cals map[string]caldav.Calendar // by path
 	objs map[string]memObject       // by path
 	seq  int
+	// readOnly are the collections shared with the bot read-only. As on Nextcloud, a
+	// PROPFIND for the privileges says so, and a write into them answers 404.
+	readOnly map[string]bool
+	// failPuts is how many of the next PUTs answer 500 (a locked database).
+	failPuts int
 }
 
 func newMemBackend() *memBackend {
-	return &memBackend{cals: map[string]caldav.Calendar{}, objs: map[string]memObject{}}
+	return &memBackend{cals: map[string]caldav.Calendar{}, objs: map[string]memObject{}, readOnly: map[string]bool{}}
+}
+
+// setReadOnly marks the collection at calPath as shared read-only.
+func (b *memBackend) setReadOnly(calPath string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.readOnly[calPath] = true
 }
 
 func (b *memBackend) addCalendar(id, name string, comps ...string) string {
@@ -52,6 +66,8 @@ func (b *memBackend) addCalendar(id, name string, comps ...string) string {
 		comps = []string{"VEVENT"}
 	}
 	p := testHome + id + "/"
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	b.cals[p] = caldav.Calendar{Path: p, Name: name, SupportedComponentSet: comps}
 	return p
 }
@@ -164,6 +180,9 @@ func (b *memBackend) PutCalendarObject(_ context.Context, p string, data *ical.C
 	if _, ok := b.cals[path.Dir(p)+"/"]; !ok {
 		return nil, webdav.NewHTTPError(http.StatusConflict, errors.New("no such calendar"))
 	}
+	if b.readOnly[path.Dir(p)+"/"] {
+		return nil, webdav.NewHTTPError(http.StatusNotFound, errors.New("read-only share"))
+	}
 	cur, exists := b.objs[p]
 	if opts.IfNoneMatch.IsWildcard() && exists {
 		return nil, webdav.NewHTTPError(http.StatusPreconditionFailed, errors.New("exists"))
@@ -184,6 +203,9 @@ func (b *memBackend) PutCalendarObject(_ context.Context, p string, data *ical.C
 func (b *memBackend) DeleteCalendarObject(_ context.Context, p string) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.readOnly[path.Dir(p)+"/"] {
+		return webdav.NewHTTPError(http.StatusNotFound, errors.New("read-only share"))
+	}
 	if _, ok := b.objs[p]; !ok {
 		return webdav.NewHTTPError(http.StatusNotFound, errors.New("no such object"))
 	}
@@ -201,6 +223,34 @@ func (b *memBackend) serve(t *testing.T) *httptest.Server {
 			w.Header().Set("WWW-Authenticate", `Basic realm="test"`)
 			http.Error(w, "unauthorized", http.StatusUnauthorized)
 			return
+		}
+		if r.Method == "PROPFIND" && r.Header.Get("Depth") == "0" {
+			body, _ := io.ReadAll(r.Body)
+			b.mu.Lock()
+			ro := b.readOnly[dirPath(r.URL.Path)]
+			b.mu.Unlock()
+			if ro && bytes.Contains(body, []byte("current-user-privilege-set")) {
+				// go-webdav does not do ACLs: answer as Nextcloud does for a read-only share.
+				w.Header().Set("Content-Type", "application/xml; charset=utf-8")
+				w.WriteHeader(http.StatusMultiStatus)
+				fmt.Fprintf(w, `<?xml version="1.0"?><d:multistatus xmlns:d="DAV:" xmlns:oc="http://owncloud.org/ns"><d:response><d:href>%s</d:href>`+
+					`<d:propstat><d:prop><d:current-user-privilege-set><d:privilege><d:read/></d:privilege></d:current-user-privilege-set><oc:read-only>1</oc:read-only></d:prop>`+
+					`<d:status>HTTP/1.1 200 OK</d:status></d:propstat></d:response></d:multistatus>`, r.URL.Path)
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+		}
+		if r.Method == http.MethodPut {
+			b.mu.Lock()
+			fail := b.failPuts > 0
+			if fail {
+				b.failPuts--
+			}
+			b.mu.Unlock()
+			if fail {
+				http.Error(w, "database is locked", http.StatusInternalServerError)
+				return
+			}
 		}
 		if r.Method == http.MethodDelete {
 			if im := webdav.ConditionalMatch(r.Header.Get("If-Match")); im.IsSet() {

@@ -1,9 +1,7 @@
 package calendar
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -12,6 +10,7 @@ import (
 	"time"
 
 	"github.com/istota/istota/sidecar/internal/approval"
+	"github.com/istota/istota/sidecar/internal/davshare"
 	"github.com/istota/istota/sidecar/internal/skills"
 )
 
@@ -141,7 +140,7 @@ func splitUID(fs *flag.FlagSet, args []string) (string, error) {
 		uid, rest = rest[0], rest[1:]
 	}
 	if uid == "" || len(rest) > 0 {
-		return "", fmt.Errorf("%s: give exactly one event UID", fs.Name())
+		return "", fmt.Errorf("%s: give exactly one UID", fs.Name())
 	}
 	return uid, nil
 }
@@ -158,26 +157,12 @@ func (r *skillRun) mine(ctx context.Context, name string) ([]Calendar, *skills.R
 		res := skills.Internal("the calendar settings", err)
 		return nil, &res
 	}
-	if name == "" {
-		return cals, nil
-	}
-	var match []Calendar
-	for _, c := range cals {
-		if c.ID == name || strings.EqualFold(c.Name, name) {
-			match = append(match, c)
-		}
-	}
-	switch len(match) {
-	case 1:
-		return match, nil
-	case 0:
-		// The same answer whether the calendar does not exist or is someone else's:
-		// the agent learns nothing about other users' calendars.
-		res := skills.Failf("calendar: %q is not one of the calendars you shared with the bot account %q (see: istota skill calendar list-calendars)", name, r.c.user)
+	picked, err := davshare.Pick(cals, name, "calendars", "calendar list-calendars", r.c.user)
+	if err != nil {
+		res := skills.Failf("calendar: %v", err)
 		return nil, &res
 	}
-	res := skills.Failf("calendar: %q names several of your calendars; use the id from list-calendars", name)
-	return nil, &res
+	return picked, nil
 }
 
 func (r *skillRun) listCalendars(ctx context.Context, args []string) skills.Result {
@@ -362,6 +347,8 @@ func (r *skillRun) fail(op string, err error) skills.Result {
 		return skills.Failf("calendar %s: the event was changed by someone else meanwhile; read it again and retry", op)
 	case errors.Is(err, ErrRecurring):
 		return skills.Failf("calendar %s: this is a recurring event; change it in Nextcloud Calendar", op)
+	case errors.Is(err, ErrReadOnly):
+		return skills.Failf("calendar %s: this calendar is shared with the bot read-only; share it with \"can edit\" in Nextcloud Calendar to let the bot change it", op)
 	case errors.Is(err, ErrInvalid):
 		return skills.Usagef("calendar %s: %s", op, strings.TrimPrefix(err.Error(), "calendar: "))
 	}
@@ -492,13 +479,4 @@ func (r *skillRun) printOne(cal Calendar, e Event, verb string, f eventFlags) sk
 	return skills.Result{Stdout: []byte(b.String())}
 }
 
-func jsonResult(v any) skills.Result {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(v); err != nil {
-		return skills.Internal("the calendar skill", err)
-	}
-	return skills.Result{Stdout: buf.Bytes()}
-}
+func jsonResult(v any) skills.Result { return skills.JSON(v) }

@@ -3,7 +3,6 @@ package memory
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -514,16 +513,7 @@ func parseDate(s string) (time.Time, error) {
 	return time.Time{}, fmt.Errorf("%q is not a date: use YYYY-MM-DD or YYYY-MM-DDTHH:MM", excerpt(s, 40))
 }
 
-func jsonResult(v any) skills.Result {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(v); err != nil {
-		return skills.Internal("memory", fmt.Errorf("memory skill: encode JSON: %w", err))
-	}
-	return skills.Result{Stdout: buf.Bytes()}
-}
+func jsonResult(v any) skills.Result { return skills.JSON(v) }
 
 // flags holds parsed options: name → values (booleans hold one empty value).
 type flags map[string][]string

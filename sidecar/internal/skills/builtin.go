@@ -1,9 +1,7 @@
 package skills
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"github.com/istota/istota/sidecar/internal/approval"
@@ -144,14 +142,7 @@ func runKV(ctx context.Context, kvs *kv.Store, inv Invocation) Result {
 			for _, e := range entries {
 				obj[e.Key] = e.Value
 			}
-			var buf bytes.Buffer
-			enc := json.NewEncoder(&buf)
-			enc.SetEscapeHTML(false)
-			enc.SetIndent("", "  ")
-			if err := enc.Encode(obj); err != nil {
-				return Internal("the key-value store", err)
-			}
-			return Result{Stdout: buf.Bytes()}
+			return JSON(obj)
 		}
 		return usage()
 	}

@@ -7,7 +7,9 @@
 package skills
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"regexp"
 	"slices"
@@ -131,6 +133,19 @@ func Internal(what string, err error) Result {
 	r := Failf("%s is unavailable right now; try again later", what)
 	r.Err = err
 	return r
+}
+
+// JSON is a Result whose Stdout is v as indented JSON (HTML characters left as they
+// are), for the skills' --json output.
+func JSON(v any) Result {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return Internal("the skill's JSON output", fmt.Errorf("encode JSON: %w", err))
+	}
+	return Result{Stdout: buf.Bytes()}
 }
 
 // Usagef is Failf with exit code 2, for wrong arguments.
