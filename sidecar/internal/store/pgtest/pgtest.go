@@ -58,6 +58,12 @@ func binDir() (string, error) {
 	return "", ErrUnavailable
 }
 
+// Available says whether Start can find the server binaries (ErrUnavailable if not).
+func Available() error {
+	_, err := binDir()
+	return err
+}
+
 // Start initialises and starts a server in a new directory under os.TempDir(). Stop
 // stops it and removes the directory.
 func Start() (*Server, error) {
