@@ -97,10 +97,21 @@ type Server struct {
 	PublicOrigins []string `toml:"public_origins"`
 }
 
-// Database is the embedded SQLite store.
+// Database is the store: the embedded SQLite file (the default, one process), or a
+// PostgreSQL database that several `istota serve` processes on several hosts share.
 type Database struct {
+	// Kind is "sqlite" (default) or "postgres".
+	Kind string `toml:"kind" env:"ISTOTA_DATABASE_KIND"`
+	// Path is the SQLite file.
 	Path string `toml:"path" env:"ISTOTA_DATABASE_PATH"`
+	// DSN is the PostgreSQL connection string (postgres://user:password@host:5432/istota).
+	DSN string `toml:"dsn" env:"ISTOTA_DATABASE_DSN" secret:"true"`
+	// MaxConns bounds this process's PostgreSQL connections; default 16.
+	MaxConns int `toml:"max_conns" env:"ISTOTA_DATABASE_MAX_CONNS"`
 }
+
+// Postgres reports whether the store is a shared PostgreSQL database.
+func (d Database) Postgres() bool { return d.Kind == "postgres" }
 
 // Nextcloud is how the sidecar reaches Nextcloud and how the app reaches the sidecar.
 type Nextcloud struct {
@@ -482,6 +493,15 @@ func (c Config) Validate() error {
 	}
 	if c.Workers.Max < 1 {
 		bad("workers.max", "must be at least 1")
+	}
+	switch c.Database.Kind {
+	case "", "sqlite":
+	case "postgres":
+		if c.Database.DSN == "" {
+			bad("database.dsn", "is required with kind = \"postgres\"")
+		}
+	default:
+		bad("database.kind", "want sqlite or postgres, got %q", c.Database.Kind)
 	}
 	if c.Workers.ReservedInteractive < 0 || c.Workers.ReservedInteractive >= c.Workers.Max && c.Workers.Max > 1 {
 		bad("workers.reserved_interactive", "must be between 0 and workers.max-1")

@@ -219,7 +219,7 @@ func (r *Runner) selfCheck(ctx context.Context, u User) outcome {
 func (r *Runner) failureRate(ctx context.Context, uid string) (string, error) {
 	var total, failed int
 	err := r.db.Read.QueryRowContext(ctx, `
-		SELECT count(*), coalesce(sum(status = 'failed'), 0) FROM (
+		SELECT count(*), COUNT(CASE WHEN status = 'failed' THEN 1 END) FROM (
 			SELECT status FROM tasks WHERE user_id = ? AND status IN ('completed', 'failed') ORDER BY id DESC LIMIT ?)`,
 		uid, r.opts.FailureWindow).Scan(&total, &failed)
 	if err != nil {
