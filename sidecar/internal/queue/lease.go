@@ -87,11 +87,12 @@ const claimAttempts = 4
 // transaction-scoped advisory lock on the user id) is taken without waiting, and with
 // it held the user is checked again for a task in flight — this check sees every claim
 // committed before, so two hosts can never both start a task of one user. A user whose
-// lock is taken is skipped for the next candidate.
+// lock is taken is skipped for the next candidate. The transaction runs on the store's
+// Concurrent pool: claims do not wait for the writer lock, only for these row locks.
 func (q *Queue) claimPostgres(ctx context.Context, owner string, interactiveOnly bool) (Task, error) {
 	now := q.now()
 	var t Task
-	err := q.withTx(ctx, "claim", func(tx *sql.Tx) error {
+	err := q.inTx(ctx, q.db.Concurrent, "claim", func(tx *sql.Tx) error {
 		skip := []string{}
 		for range claimAttempts {
 			var (

@@ -16,7 +16,14 @@ import (
 // may open the same database: migrations take a lock, the queue claims with row locks,
 // and the leader package elects the one process that runs the once-only loops.
 //
-// Write and Read are the same pool: PostgreSQL has no single-writer rule to respect.
+// The domain packages were written for SQLite, whose write transactions never overlap
+// (one writer connection, BEGIN IMMEDIATE): many read a row and then write what they
+// read. On PostgreSQL every write transaction of Write therefore takes the writer lock
+// first, a transaction-scoped advisory lock, so they stay one at a time across every
+// process and host, as on SQLite. (Single statements outside a transaction are atomic
+// by themselves and do not take it; neither do read-only transactions.) Concurrent is a
+// second pool whose transactions do not take it, for code that takes its own row locks:
+// the queue's claim. Read is the Write pool: reads need no lock.
 func OpenPostgres(ctx context.Context, dsn string, maxConns int) (*DB, error) {
 	if dsn == "" {
 		return nil, errors.New("store: database.dsn is required for postgres")
@@ -25,28 +32,41 @@ func OpenPostgres(ctx context.Context, dsn string, maxConns int) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: postgres dsn: %w", err)
 	}
-	pool := sql.OpenDB(rebindConnector{stdlib.GetConnector(*cfg)})
 	if maxConns <= 0 {
 		maxConns = 16
 	}
-	pool.SetMaxOpenConns(maxConns)
-	pool.SetMaxIdleConns(maxConns)
+	open := func(serialize bool, n int) *sql.DB {
+		pool := sql.OpenDB(rebindConnector{inner: stdlib.GetConnector(*cfg), serialize: serialize})
+		pool.SetMaxOpenConns(n)
+		pool.SetMaxIdleConns(n)
+		return pool
+	}
+	pool := open(true, maxConns)
 	if err := pool.PingContext(ctx); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("store: connect to postgres %s:%d/%s: %w", cfg.Host, cfg.Port, cfg.Database, err)
 	}
-	db := &DB{Write: pool, Read: pool, path: fmt.Sprintf("postgres://%s:%d/%s", cfg.Host, cfg.Port, cfg.Database), dialect: Postgres}
+	db := &DB{Write: pool, Read: pool, Concurrent: open(false, max(maxConns/2, 2)),
+		path: fmt.Sprintf("postgres://%s:%d/%s", cfg.Host, cfg.Port, cfg.Database), dialect: Postgres}
 	if err := db.migrate(ctx); err != nil {
-		pool.Close()
+		db.Close()
 		return nil, err
 	}
 	return db, nil
 }
 
+// WriterLockKey is the advisory lock that keeps the write transactions of Write one
+// at a time (see OpenPostgres).
+const WriterLockKey int64 = 0x15707a_0002
+
 // rebindConnector hands out connections that take the domain packages' SQLite
 // spelling of parameters: `?` placeholders become `$N`, and booleans become the 0/1
 // integers the schema stores them as (as the SQLite driver does).
-type rebindConnector struct{ inner driver.Connector }
+// With serialize, every read-write transaction begins by taking the writer lock.
+type rebindConnector struct {
+	inner     driver.Connector
+	serialize bool
+}
 
 func (c rebindConnector) Connect(ctx context.Context) (driver.Conn, error) {
 	cn, err := c.inner.Connect(ctx)
@@ -58,7 +78,7 @@ func (c rebindConnector) Connect(ctx context.Context) (driver.Conn, error) {
 		cn.Close()
 		return nil, fmt.Errorf("store: unexpected postgres driver connection %T", cn)
 	}
-	return rebindConn{pc}, nil
+	return rebindConn{pc, c.serialize}, nil
 }
 
 func (c rebindConnector) Driver() driver.Driver { return c.inner.Driver() }
@@ -75,7 +95,10 @@ type pgxConn interface {
 	driver.NamedValueChecker
 }
 
-type rebindConn struct{ c pgxConn }
+type rebindConn struct {
+	c         pgxConn
+	serialize bool
+}
 
 func (r rebindConn) Prepare(query string) (driver.Stmt, error) {
 	return r.c.PrepareContext(context.Background(), Rebind(query))
@@ -87,10 +110,18 @@ func (r rebindConn) Close() error { return r.c.Close() }
 
 //nolint:staticcheck // driver.Conn requires Begin; BeginTx is what database/sql calls.
 func (r rebindConn) Begin() (driver.Tx, error) {
-	return r.c.BeginTx(context.Background(), driver.TxOptions{})
+	return r.BeginTx(context.Background(), driver.TxOptions{})
 }
 func (r rebindConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
-	return r.c.BeginTx(ctx, opts)
+	tx, err := r.c.BeginTx(ctx, opts)
+	if err != nil || !r.serialize || opts.ReadOnly {
+		return tx, err
+	}
+	if _, err := r.c.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, []driver.NamedValue{{Ordinal: 1, Value: WriterLockKey}}); err != nil {
+		tx.Rollback()
+		return nil, fmt.Errorf("store: take the writer lock: %w", err)
+	}
+	return tx, nil
 }
 func (r rebindConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
 	return r.c.ExecContext(ctx, Rebind(query), args)

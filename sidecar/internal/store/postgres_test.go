@@ -156,3 +156,51 @@ func TestPostgresRefusesNewerSchema(t *testing.T) {
 		t.Fatalf("want ErrSchemaTooNew, got %v", err)
 	}
 }
+
+// Write transactions on PostgreSQL wait for each other (the writer lock), as on
+// SQLite; the Concurrent pool's do not.
+func TestPostgresWriteTransactionsAreSerialised(t *testing.T) {
+	dsn := needPG(t)
+	ctx := context.Background()
+	db, err := OpenPostgres(ctx, dsn, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	first, err := db.Write.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	began := make(chan error, 1)
+	go func() {
+		tx, err := db.Write.BeginTx(ctx, nil)
+		if err == nil {
+			err = tx.Rollback()
+		}
+		began <- err
+	}()
+	select {
+	case err := <-began:
+		t.Fatalf("a second write transaction began while the first was open (%v)", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	other, err := db.Concurrent.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other.Rollback()
+	ro, err := db.Write.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ro.Rollback()
+	first.Commit()
+	select {
+	case err := <-began:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the second write transaction did not begin after the first committed")
+	}
+}

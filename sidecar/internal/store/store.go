@@ -43,10 +43,14 @@ var ErrSchemaTooNew = errors.New("database schema is newer than this binary")
 // DB holds the writer and reader handles. Writes go through Write; everything else may
 // use Read. Both are safe for concurrent use.
 type DB struct {
-	Write   *sql.DB
-	Read    *sql.DB
-	path    string
-	dialect Dialect
+	Write *sql.DB
+	Read  *sql.DB
+	// Concurrent is for writers that take their own row locks (the queue's claim): on
+	// PostgreSQL its transactions do not wait for the writer lock (see OpenPostgres);
+	// on SQLite it is Write.
+	Concurrent *sql.DB
+	path       string
+	dialect    Dialect
 }
 
 // Dialect is the engine behind db.
@@ -84,7 +88,7 @@ func Open(ctx context.Context, path string) (*DB, error) {
 		w.Close()
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
-	db := &DB{Write: w, path: path}
+	db := &DB{Write: w, Concurrent: w, path: path}
 	if err := db.migrate(ctx); err != nil {
 		w.Close()
 		return nil, err
@@ -112,6 +116,9 @@ func (db *DB) Close() error {
 	var errs []error
 	if db.Read != nil && db.Read != db.Write {
 		errs = append(errs, db.Read.Close())
+	}
+	if db.Concurrent != nil && db.Concurrent != db.Write {
+		errs = append(errs, db.Concurrent.Close())
 	}
 	errs = append(errs, db.Write.Close())
 	return errors.Join(errs...)

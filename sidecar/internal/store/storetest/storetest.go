@@ -107,3 +107,23 @@ func RunOnPostgres(t *testing.T) {
 		t.Logf("on PostgreSQL:\n%s", out)
 	}
 }
+
+// OpenPath is Open with store.Open's signature, for tests that open and close their
+// databases themselves.
+func (d *DBs) OpenPath(ctx context.Context, path string) (*store.DB, error) {
+	if d.pg == nil {
+		return store.Open(ctx, path)
+	}
+	d.mu.Lock()
+	dsn, ok := d.dsn[path]
+	var err error
+	if !ok {
+		dsn, err = d.pg.CreateDatabase(ctx)
+		d.dsn[path] = dsn
+	}
+	d.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	return store.OpenPostgres(ctx, dsn, 8)
+}
