@@ -352,7 +352,7 @@ func (in *Intake) handle(ctx context.Context, m Message) (disposition string, du
 // usersFor returns the users an address is known for.
 func (in *Intake) usersFor(ctx context.Context, addr string) ([]string, error) {
 	rs, err := in.db.Read.QueryContext(ctx, `
-		SELECT id FROM users WHERE email <> '' AND trim(email) = ? COLLATE NOCASE
+		SELECT id FROM users WHERE email <> '' AND lower(trim(email)) = lower(?)
 		UNION
 		SELECT user_id FROM user_emails WHERE email = ?`, addr, addr)
 	if err != nil {

@@ -286,12 +286,11 @@ func TestEnqueueTxCommitsWithTheTask(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer tx.Rollback()
-		res, err := tx.ExecContext(ctx, `INSERT INTO tasks (user_id, source, status, prompt, conversation_token, next_attempt_at, created_at)
-			VALUES ('alice', 'talk', 'completed', 'q', ?, ?, ?)`, tokA, now, now)
-		if err != nil {
+		var id int64
+		if err := tx.QueryRowContext(ctx, `INSERT INTO tasks (user_id, source, status, prompt, conversation_token, next_attempt_at, created_at)
+			VALUES ('alice', 'talk', 'completed', 'q', ?, ?, ?) RETURNING id`, tokA, now, now).Scan(&id); err != nil {
 			t.Fatal(err)
 		}
-		id, _ := res.LastInsertId()
 		if err := e.ob.EnqueueTx(ctx, tx, Message{Token: tokA, Text: "answer", ReplyTo: 100, TaskID: id, Key: fmt.Sprintf("task:%d:reply", id)}); err != nil {
 			t.Fatal(err)
 		}
