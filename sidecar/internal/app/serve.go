@@ -179,7 +179,8 @@ func openSidecar(ctx context.Context, cfg config.Config, log *slog.Logger, why p
 	host, _ := os.Hostname()
 	s.owner = fmt.Sprintf("%s:%d:%d", host, os.Getpid(), time.Now().UnixNano())
 	// The executor is built below; the closure only runs once serving has started.
-	s.queue = queue.New(s.db, queue.Options{OnReclaimFailed: func(tx *sql.Tx, t queue.Task) error { return s.exec.NotifyFailure(tx, t) }})
+	s.queue = queue.New(s.db, queue.Options{Lease: cfg.Workers.Lease.Duration,
+		OnReclaimFailed: func(tx *sql.Tx, t queue.Task) error { return s.exec.NotifyFailure(tx, t) }})
 
 	s.bot = newBotHTTP(cfg)
 	sender := talk.NewClient(cfg.Nextcloud.URL, []byte(cfg.Talk.BotSecret), &http.Client{Timeout: cfg.Nextcloud.RequestTimeout.Duration, Transport: s.bot.transport})

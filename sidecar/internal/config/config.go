@@ -162,6 +162,10 @@ type Brain struct {
 type Workers struct {
 	Max                 int `toml:"max" env:"ISTOTA_WORKERS"`
 	ReservedInteractive int `toml:"reserved_interactive" env:"ISTOTA_RESERVED_INTERACTIVE"`
+	// Lease is how long a claimed task stays this process's without renewal (renewed
+	// every third of it): after a crash, its tasks run again this long later (at once
+	// on SQLite, where a restart takes them back). Default 2m.
+	Lease Duration `toml:"lease" env:"ISTOTA_WORKERS_LEASE"`
 }
 
 // Sandbox configures the per-task bubblewrap sandbox.
@@ -493,6 +497,9 @@ func (c Config) Validate() error {
 	}
 	if c.Workers.Max < 1 {
 		bad("workers.max", "must be at least 1")
+	}
+	if l := c.Workers.Lease.Duration; l != 0 && l < 3*time.Second {
+		bad("workers.lease", "must be at least 3s, got %v", l)
 	}
 	switch c.Database.Kind {
 	case "", "sqlite":
