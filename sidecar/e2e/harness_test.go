@@ -106,6 +106,10 @@ type sidecarOptions struct {
 	botUser, botPassword               string
 	// brainKind is brain.kind ("" is claude); model is brain.model.
 	brainKind, model string
+	// claudePath is brain.claude_path; empty finds the npm CLI (claudeBinary).
+	claudePath string
+	// extra is appended to the configuration file (more tables).
+	extra string
 }
 
 func newSidecar(t testing.TB, o sidecarOptions) *sidecar {
@@ -124,6 +128,9 @@ func newSidecar(t testing.TB, o sidecarOptions) *sidecar {
 	}
 	if o.brainKind == "" {
 		o.brainKind = "claude"
+	}
+	if o.claudePath == "" {
+		o.claudePath = claudeBinary(t)
 	}
 	s := &sidecar{t: t, dir: dir, secret: []byte("e2e-shared-secret-0123456789abcdef0123")}
 	port := freePort(t)
@@ -154,8 +161,8 @@ level = %q
 [network]
 allowed_hosts = %s
 allow_private = %s
-`, filepath.Join(dir, "data"), port, o.talkURL, s.secret, o.botUser, o.botPassword, o.botSecret, o.progressInterval, o.brainKind, o.model, claudeBinary(t), o.apiURL, o.apiKey, o.logLevel,
-		tomlList(o.allowedHosts), tomlList(o.allowPrivate))
+`, filepath.Join(dir, "data"), port, o.talkURL, s.secret, o.botUser, o.botPassword, o.botSecret, o.progressInterval, o.brainKind, o.model, o.claudePath, o.apiURL, o.apiKey, o.logLevel,
+		tomlList(o.allowedHosts), tomlList(o.allowPrivate)) + o.extra
 	s.cfgPath = filepath.Join(dir, "istota.toml")
 	if err := os.WriteFile(s.cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
