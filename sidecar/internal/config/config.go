@@ -106,7 +106,8 @@ type Database struct {
 	Path string `toml:"path" env:"ISTOTA_DATABASE_PATH"`
 	// DSN is the PostgreSQL connection string (postgres://user:password@host:5432/istota).
 	DSN string `toml:"dsn" env:"ISTOTA_DATABASE_DSN" secret:"true"`
-	// MaxConns bounds this process's PostgreSQL connections; default 16.
+	// MaxConns bounds this process's PostgreSQL connections; default 16 (and half as many
+	// again for claiming tasks).
 	MaxConns int `toml:"max_conns" env:"ISTOTA_DATABASE_MAX_CONNS"`
 }
 
