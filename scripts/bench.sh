@@ -15,6 +15,8 @@ run go test -tags $tags -run '^$' -bench TalkRoundTrip -benchtime 10x -count 1 -
 run go test -tags $tags -run '^$' -bench . -count 1 -timeout 20m ./sidecar/internal/sandbox
 run go test -tags $tags -run '^$' -bench . -count 1 -timeout 30m ./sidecar/internal/memory
 run go test -tags $tags -run '^$' -bench Fairness -benchtime 1x -count 1 -timeout 10m ./sidecar/internal/worker
+# Several processes sharing one PostgreSQL (issue 15): throughput with one, two, three.
+run env ISTOTA_BENCH_MULTIHOST=1 go test -tags $tags -run '^TestMultiHostThroughput$' -v -count 1 -timeout 30m ./sidecar/e2e
 
 # On the real Nextcloud (skipped, saying so, without a Nextcloud bundle): the answer's
 # path, a new user, 10,000 files, a burst of 200 and the chaos run.

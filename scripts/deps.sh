@@ -14,6 +14,7 @@ apt_packages=(
   strace              # the sandbox tests prove ptrace is denied
   curl perl           # probes the sandbox and proxy tests run inside
   sqlite3
+  postgresql          # the multi-host tests start a real PostgreSQL server (initdb, postgres)
   libsqlite3-dev      # sqlite3.h for the sqlite-vec extension compiled into the sidecar
   chromium            # the settings pages' browser tests (playwright-core drives it headless)
   poppler-utils       # pdftotext: the invoice tests read the PDFs back; pdftoppm for scans

@@ -114,6 +114,8 @@ type sidecarOptions struct {
 	botUser, botPassword               string
 	// brainKind is brain.kind ("" is claude); model is brain.model.
 	brainKind, model string
+	// claudePath is brain.claude_path; empty finds the npm CLI (claudeBinary).
+	claudePath string
 	// extraConfig is appended to the configuration file (whole TOML tables).
 	extraConfig string
 }
@@ -134,6 +136,9 @@ func newSidecar(t testing.TB, o sidecarOptions) *sidecar {
 	}
 	if o.brainKind == "" {
 		o.brainKind = "claude"
+	}
+	if o.claudePath == "" {
+		o.claudePath = claudeBinary(t)
 	}
 	s := &sidecar{t: t, dir: dir, secret: []byte("e2e-shared-secret-0123456789abcdef0123")}
 	port := freePort(t)
@@ -164,9 +169,8 @@ level = %q
 [network]
 allowed_hosts = %s
 allow_private = %s
-`, filepath.Join(dir, "data"), port, o.talkURL, s.secret, o.botUser, o.botPassword, o.botSecret, o.progressInterval, o.brainKind, o.model, claudeBinary(t), o.apiURL, o.apiKey, o.logLevel,
-		tomlList(o.allowedHosts), tomlList(o.allowPrivate))
-	cfg += o.extraConfig
+`, filepath.Join(dir, "data"), port, o.talkURL, s.secret, o.botUser, o.botPassword, o.botSecret, o.progressInterval, o.brainKind, o.model, o.claudePath, o.apiURL, o.apiKey, o.logLevel,
+		tomlList(o.allowedHosts), tomlList(o.allowPrivate)) + o.extraConfig
 	s.cfgPath = filepath.Join(dir, "istota.toml")
 	if err := os.WriteFile(s.cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)

@@ -78,7 +78,7 @@ func cmdTask(ctx context.Context, args []string, stdout, stderr io.Writer) error
 }
 
 func queueAndWait(ctx context.Context, cfg config.Config, nt queue.NewTask, stdout io.Writer) error {
-	db, err := store.Open(ctx, cfg.Database.Path)
+	db, err := openDatabase(ctx, cfg)
 	if err != nil {
 		return err
 	}
@@ -136,7 +136,7 @@ func openReadOnly(ctx context.Context, args []string, name string, stderr io.Wri
 	if err != nil {
 		return nil, nil, err
 	}
-	db, err := store.Open(ctx, cfg.Database.Path)
+	db, err := openDatabase(ctx, cfg)
 	return db, fs, err
 }
 

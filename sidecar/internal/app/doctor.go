@@ -63,13 +63,20 @@ func cmdDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	check("database", func() (string, error) {
 		if db == nil {
+			if cfg.Database.Postgres() {
+				return "", errors.New("PostgreSQL (database.dsn) could not be opened: see the configuration check above")
+			}
 			return "", fmt.Errorf("%s does not exist yet: `istota serve` creates it", cfg.Database.Path)
 		}
 		var n int
 		if err := db.Read.QueryRowContext(ctx, `SELECT count(*) FROM tasks WHERE status IN ('pending','locked','running')`).Scan(&n); err != nil {
 			return "", err
 		}
-		return fmt.Sprintf("%s, schema %d, %d task(s) queued or running", cfg.Database.Path, store.SchemaVersion(), n), nil
+		where := cfg.Database.Path
+		if cfg.Database.Postgres() {
+			where = db.Path() + " (PostgreSQL, shared by every host)"
+		}
+		return fmt.Sprintf("%s, schema %d, %d task(s) queued or running", where, store.SchemaVersion(), n), nil
 	})
 	check("agent binary", func() (string, error) {
 		if cfg.Brain.Kind != "claude" {

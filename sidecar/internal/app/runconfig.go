@@ -89,10 +89,10 @@ func inspectConfig(ctx context.Context, cfg config.Config) (config.Config, *stor
 	if cfg, err = withSharedSecret(cfg, false, nil); err != nil {
 		return cfg, nil, err
 	}
-	if _, err := os.Stat(cfg.Database.Path); err != nil {
+	db, err := openExistingDatabase(ctx, cfg)
+	if errors.Is(err, errNoDatabase) {
 		return cfg, nil, nil
 	}
-	db, err := store.Open(ctx, cfg.Database.Path)
 	if err != nil {
 		return cfg, nil, err
 	}

@@ -73,7 +73,8 @@ func newSandboxLaunchers(ctx context.Context, cfg config.Config, willRun bool, l
 	if err != nil {
 		return nil, err
 	}
-	if scfg.AgentUID != 0 {
+	// A shared PostgreSQL database is no file of this host: there is nothing to share.
+	if scfg.AgentUID != 0 && !cfg.Database.Postgres() {
 		if err := shareDatabaseWithAgents(cfg, int(scfg.AgentGID)); err != nil {
 			return nil, err
 		}
@@ -235,8 +236,11 @@ func (tl *taskLauncher) Command(ctx context.Context, argv []string, env map[stri
 	}
 	if tl.ws.Admin {
 		mounts = append(mounts,
-			sandbox.Mount{Source: filepath.Join(tl.l.cfg.DataDir, "users"), Dest: executor.AdminUsersDir, Writable: true},
-			sandbox.Mount{Source: filepath.Dir(tl.l.cfg.Database.Path), Dest: executor.AdminDBDir, Writable: tl.l.cfg.Sandbox.AdminDBWrite})
+			sandbox.Mount{Source: filepath.Join(tl.l.cfg.DataDir, "users"), Dest: executor.AdminUsersDir, Writable: true})
+		// Admins' agents see the SQLite file; a shared PostgreSQL database is not mounted.
+		if !tl.l.cfg.Database.Postgres() {
+			mounts = append(mounts, sandbox.Mount{Source: filepath.Dir(tl.l.cfg.Database.Path), Dest: executor.AdminDBDir, Writable: tl.l.cfg.Sandbox.AdminDBWrite})
+		}
 	}
 	run, err := tl.l.runner.Prepare(ctx, sandbox.Spec{
 		ExtraMounts: mounts,

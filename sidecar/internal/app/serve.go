@@ -38,6 +38,7 @@ import (
 	"github.com/istota/istota/sidecar/internal/jobs"
 	"github.com/istota/istota/sidecar/internal/knowledge"
 	"github.com/istota/istota/sidecar/internal/kv"
+	"github.com/istota/istota/sidecar/internal/leader"
 	"github.com/istota/istota/sidecar/internal/memory"
 	"github.com/istota/istota/sidecar/internal/netproxy"
 	"github.com/istota/istota/sidecar/internal/outbox"
@@ -45,6 +46,7 @@ import (
 	"github.com/istota/istota/sidecar/internal/schedule"
 	"github.com/istota/istota/sidecar/internal/signing"
 	"github.com/istota/istota/sidecar/internal/skills"
+	"github.com/istota/istota/sidecar/internal/sleep"
 	"github.com/istota/istota/sidecar/internal/store"
 	"github.com/istota/istota/sidecar/internal/talk"
 	"github.com/istota/istota/sidecar/internal/transcribe"
@@ -65,11 +67,13 @@ type sidecar struct {
 	// transcriber turns voice messages into text; nil when none is set up.
 	transcriber *transcribe.Client
 	// botDAV is the bot account's WebDAV and OCS client; nil without a bot account.
-	botDAV   *webdav.Client
-	cfg      config.Config
-	log      *slog.Logger
-	lock     *processLock
-	db       *store.DB
+	botDAV *webdav.Client
+	cfg    config.Config
+	log    *slog.Logger
+	lock   *processLock
+	db     *store.DB
+	// elector decides whether this process runs the once-only loops (always, on SQLite).
+	elector  *leader.Elector
 	queue    *queue.Queue
 	outbox   *outbox.Outbox
 	pool     *worker.Pool
@@ -168,10 +172,12 @@ func openSidecar(ctx context.Context, cfg config.Config, log *slog.Logger, why p
 	if why == toServe && cfg.Talk.BotSecret == "" {
 		log.Warn("talk.bot_secret is not set: answers wait in the outbox until it is (run `occ istota:setup`)")
 	}
-	s.db, err = store.Open(ctx, cfg.Database.Path)
+	s.db, err = openDatabase(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
+	// With a shared PostgreSQL database one process, elected, runs the once-only loops.
+	s.elector = leader.New(s.db, leader.Options{Logger: log.With("component", "leader")})
 	// The admin panel's settings, layered over the config file, shape everything below.
 	if cfg, err = s.openSettings(ctx, cfg); err != nil {
 		return nil, err
@@ -180,11 +186,18 @@ func openSidecar(ctx context.Context, cfg config.Config, log *slog.Logger, why p
 	host, _ := os.Hostname()
 	s.owner = fmt.Sprintf("%s:%d:%d", host, os.Getpid(), time.Now().UnixNano())
 	// The executor is built below; the closure only runs once serving has started.
-	s.queue = queue.New(s.db, queue.Options{OnReclaimFailed: func(tx *sql.Tx, t queue.Task) error { return s.exec.NotifyFailure(tx, t) }})
+	s.queue = queue.New(s.db, queue.Options{Lease: cfg.Workers.Lease.Duration,
+		OnReclaimFailed: func(tx *sql.Tx, t queue.Task) error { return s.exec.NotifyFailure(tx, t) }})
 
 	s.bot = newBotHTTP(cfg)
 	sender := talk.NewClient(cfg.Nextcloud.URL, []byte(cfg.Talk.BotSecret), &http.Client{Timeout: cfg.Nextcloud.RequestTimeout.Duration, Transport: s.bot.transport})
 	outboxOpts := outbox.Options{Logger: log.With("component", "outbox")}
+	if s.db.Dialect() == store.Postgres && why == toServe {
+		// Only the leader delivers; answers of tasks other hosts ran wake no one there,
+		// so it looks for them often.
+		outboxOpts.Active = s.elector.Leading
+		outboxOpts.PollInterval = time.Second
+	}
 	// The app answers whether an interrupted send reached Talk, so none is posted twice.
 	if s.app, err = appcall.New(cfg.Nextcloud.URL, []byte(cfg.Nextcloud.SharedSecret), &http.Client{Timeout: 40 * time.Second, Transport: s.bot.transport}); err == nil {
 		outboxOpts.Posted = func(ctx context.Context, token string, refs []string) ([]string, error) {
@@ -569,10 +582,8 @@ func (s *sidecar) retryPushes(ctx context.Context) {
 }
 
 func (s *sidecar) serve(ctx context.Context) error {
-	if n, err := s.queue.ReclaimAll(ctx); err != nil {
-		return fmt.Errorf("reclaim tasks of the previous run: %w", err)
-	} else if n > 0 {
-		s.log.Info("re-queued tasks interrupted by the previous run", "count", n)
+	if err := s.reclaimAtStart(ctx); err != nil {
+		return err
 	}
 	ln, err := net.Listen("tcp", s.cfg.Server.Listen)
 	if err != nil {
@@ -598,25 +609,19 @@ func (s *sidecar) serve(ctx context.Context) error {
 		return fmt.Errorf("sleep cycle: %w", err)
 	}
 	loops.Add(1)
-	go func() { defer loops.Done(); s.sleepLoop(runCtx, cycle) }()
-	loops.Add(1)
-	go func() { defer loops.Done(); s.jobs.Run(runCtx) }()
-	loops.Add(1)
-	go func() { defer loops.Done(); s.checks.Run(runCtx) }()
-	loops.Add(1)
-	go func() { defer loops.Done(); s.brief.Run(runCtx) }()
-	loops.Add(1)
-	go func() { defer loops.Done(); s.invoices.Run(runCtx) }()
+	go func() {
+		defer loops.Done()
+		s.elector.Run(runCtx, func(ctx context.Context) { s.runOnceLoops(ctx, cycle) })
+	}()
 	if s.files != nil {
 		loops.Add(1)
 		go func() { defer loops.Done(); s.retryPushes(runCtx) }()
 	}
-	s.mail.start(runCtx, &loops)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	loops.Add(1)
 	go func() { defer loops.Done(); s.announceReady(runCtx) }()
-	s.log.Info("istota is serving", "listen", ln.Addr().String(), "version", Version, "database", s.db.Path(),
+	s.log.Info("istota is serving", "listen", ln.Addr().String(), "version", Version, "database", s.db.Path(), "dialect", s.db.Dialect().String(),
 		"workers", s.cfg.Workers.Max, "sandbox", s.launcher.describe())
 
 	var serveErr error
@@ -653,6 +658,45 @@ func (s *sidecar) serve(ctx context.Context) error {
 		return fmt.Errorf("http server: %w", serveErr)
 	}
 	return nil
+}
+
+// reclaimAtStart gives back the tasks a previous run left locked or running. On SQLite
+// the data directory's lock proves that every such task belongs to a process that is
+// gone, so all of them run again at once. On a shared PostgreSQL database other hosts'
+// tasks are alive: only expired leases are taken back (as every worker pool does
+// regularly), so a crashed host loses nothing but its leases.
+func (s *sidecar) reclaimAtStart(ctx context.Context) error {
+	reclaim, what := s.queue.ReclaimAll, "re-queued tasks interrupted by the previous run"
+	if s.db.Dialect() == store.Postgres {
+		reclaim, what = s.queue.ReclaimExpired, "re-queued tasks whose lease expired"
+	}
+	n, err := reclaim(ctx)
+	if err != nil {
+		return fmt.Errorf("reclaim tasks of the previous run: %w", err)
+	}
+	if n > 0 {
+		s.log.Info(what, "count", n)
+	}
+	return nil
+}
+
+// runOnceLoops runs, until ctx ends, everything that must happen once across the
+// processes sharing the database: the CRON.md minute ticker and TASKS.md, heartbeats,
+// briefings, invoicing, the nightly sleep cycle (with retention), and the mail poller
+// and outbox. (The Talk outbox runs everywhere but delivers only while Leading.) It
+// runs while this process leads (always, on SQLite) and returns when every loop has.
+func (s *sidecar) runOnceLoops(ctx context.Context, cycle *sleep.Cycle) {
+	var loops sync.WaitGroup
+	for _, run := range []func(context.Context){
+		func(ctx context.Context) { s.sleepLoop(ctx, cycle) },
+		s.jobs.Run, s.checks.Run, s.brief.Run, s.invoices.Run,
+	} {
+		loops.Add(1)
+		go func() { defer loops.Done(); run(ctx) }()
+	}
+	s.mail.start(ctx, &loops)
+	s.outbox.Wake() // deliver what waited while another process led
+	loops.Wait()
 }
 
 // prefetch starts fetching the files a new Talk task needs while it waits.

@@ -253,15 +253,12 @@ func (s *Service) open(ctx context.Context, who Who, a Action) (Request, error) 
 		} else if !errors.Is(err, store.ErrNotFound) {
 			return err
 		}
-		res, err := tx.ExecContext(ctx, `INSERT INTO approvals
+		var id int64
+		err = tx.QueryRowContext(ctx, `INSERT INTO approvals
 			(task_id, user_id, tier, kind, name, summary, host, fingerprint, ask_token, created_at, expires_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
 			who.TaskID, who.UserID, a.Tier, a.Kind, a.Name, a.Summary, NormalizeHost(a.Host), fp, token,
-			store.FormatTime(now), store.FormatTime(now.Add(timeout)))
-		if err != nil {
-			return fmt.Errorf("insert: %w", err)
-		}
-		id, err := res.LastInsertId()
+			store.FormatTime(now), store.FormatTime(now.Add(timeout))).Scan(&id)
 		if err != nil {
 			return fmt.Errorf("insert: %w", err)
 		}

@@ -29,7 +29,7 @@ type fixture struct {
 func newFixture(t *testing.T, source, token string) *fixture {
 	t.Helper()
 	ctx := context.Background()
-	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "istota.db"))
+	db, err := testDBs.OpenPath(ctx, filepath.Join(t.TempDir(), "istota.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,6 +83,9 @@ type result struct {
 }
 
 // waitPending waits until alice has n open questions and returns them.
+// waitPending waits for n pending questions and then, for a moment, for the task to be
+// held: the service records the question's event and holds the task just after the
+// question is stored, and a test that answered before that would race it.
 func (f *fixture) waitPending(t *testing.T, n int) []Request {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
@@ -92,6 +95,9 @@ func (f *fixture) waitPending(t *testing.T, n int) []Request {
 			t.Fatal(err)
 		}
 		if len(got) == n {
+			for held := time.Now().Add(2 * time.Second); n > 0 && time.Now().Before(held) && f.taskStatus(t) != queue.PendingConfirmation; {
+				time.Sleep(10 * time.Millisecond)
+			}
 			return got
 		}
 		time.Sleep(10 * time.Millisecond)

@@ -7,13 +7,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/istota/istota/sidecar/internal/store"
 )
 
 func TestRecordAndRecent(t *testing.T) {
 	ctx := context.Background()
-	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "a.db"))
+	db, err := testDBs.OpenPath(ctx, filepath.Join(t.TempDir(), "a.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

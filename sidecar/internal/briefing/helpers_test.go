@@ -84,7 +84,7 @@ type env struct {
 
 func newEnv(t *testing.T, start time.Time, mod func(*Options)) *env {
 	t.Helper()
-	db, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "istota.db"))
+	db, err := testDBs.OpenPath(context.Background(), filepath.Join(t.TempDir(), "istota.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +140,7 @@ func (e *env) state(t *testing.T, uid, name string) BriefingState {
 // talkedIn records that uid wrote in a conversation with the bot.
 func (e *env) talkedIn(t *testing.T, uid, token string, private bool, at time.Time) {
 	t.Helper()
-	if _, err := e.db.Write.Exec(`INSERT OR IGNORE INTO conversations (token, private, updated_at) VALUES (?, ?, '')`, token, private); err != nil {
+	if _, err := e.db.Write.Exec(`INSERT INTO conversations (token, private, updated_at) VALUES (?, ?, '') ON CONFLICT DO NOTHING`, token, private); err != nil {
 		t.Fatal(err)
 	}
 	var n int64

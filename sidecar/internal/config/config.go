@@ -111,10 +111,22 @@ type Server struct {
 	PublicOrigins []string `toml:"public_origins"`
 }
 
-// Database is the embedded SQLite store.
+// Database is the store: the embedded SQLite file (the default, one process), or a
+// PostgreSQL database that several `istota serve` processes on several hosts share.
 type Database struct {
+	// Kind is "sqlite" (default) or "postgres".
+	Kind string `toml:"kind" env:"ISTOTA_DATABASE_KIND"`
+	// Path is the SQLite file.
 	Path string `toml:"path" env:"ISTOTA_DATABASE_PATH"`
+	// DSN is the PostgreSQL connection string (postgres://user:password@host:5432/istota).
+	DSN string `toml:"dsn" env:"ISTOTA_DATABASE_DSN" secret:"true"`
+	// MaxConns bounds this process's PostgreSQL connections; default 16 (and half as many
+	// again for claiming tasks).
+	MaxConns int `toml:"max_conns" env:"ISTOTA_DATABASE_MAX_CONNS"`
 }
+
+// Postgres reports whether the store is a shared PostgreSQL database.
+func (d Database) Postgres() bool { return d.Kind == "postgres" }
 
 // Nextcloud is how the sidecar reaches Nextcloud and how the app reaches the sidecar.
 type Nextcloud struct {
@@ -165,6 +177,10 @@ type Brain struct {
 type Workers struct {
 	Max                 int `toml:"max" env:"ISTOTA_WORKERS"`
 	ReservedInteractive int `toml:"reserved_interactive" env:"ISTOTA_RESERVED_INTERACTIVE"`
+	// Lease is how long a claimed task stays this process's without renewal (renewed
+	// every third of it): after a crash, its tasks run again this long later (at once
+	// on SQLite, where a restart takes them back). Default 2m.
+	Lease Duration `toml:"lease" env:"ISTOTA_WORKERS_LEASE"`
 }
 
 // Sandbox configures the per-task bubblewrap sandbox.
@@ -503,6 +519,18 @@ func (c Config) Validate() error {
 	}
 	if c.Workers.Max < 1 {
 		bad("workers.max", "must be at least 1")
+	}
+	if l := c.Workers.Lease.Duration; l != 0 && l < 3*time.Second {
+		bad("workers.lease", "must be at least 3s, got %v", l)
+	}
+	switch c.Database.Kind {
+	case "", "sqlite":
+	case "postgres":
+		if c.Database.DSN == "" {
+			bad("database.dsn", "is required with kind = \"postgres\"")
+		}
+	default:
+		bad("database.kind", "want sqlite or postgres, got %q", c.Database.Kind)
 	}
 	if c.Workers.ReservedInteractive < 0 || c.Workers.ReservedInteractive >= c.Workers.Max && c.Workers.Max > 1 {
 		bad("workers.reserved_interactive", "must be between 0 and workers.max-1")

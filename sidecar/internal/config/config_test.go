@@ -83,6 +83,9 @@ func TestValidationNamesFields(t *testing.T) {
 		{"zero workers", "", []string{"ISTOTA_WORKERS=0"}, "workers.max"},
 		{"reserved too many", "[workers]\nmax = 2\nreserved_interactive = 2\n", nil, "workers.reserved_interactive"},
 		{"bad level", "[log]\nlevel = \"loud\"\n", nil, "log.level"},
+		{"unknown database", "[database]\nkind = \"mysql\"\n", nil, "database.kind"},
+		{"postgres without dsn", "[database]\nkind = \"postgres\"\n", nil, "database.dsn"},
+		{"short lease", "[workers]\nlease = \"1s\"\n", nil, "workers.lease"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -34,9 +34,9 @@ type Execer interface {
 
 // Record stores m unless (token, id) is already known; it reports whether it was new.
 func Record(ctx context.Context, db Execer, m Message) (bool, error) {
-	res, err := db.ExecContext(ctx, `INSERT OR IGNORE INTO conversation_messages
+	res, err := db.ExecContext(ctx, `INSERT INTO conversation_messages
 		(token, message_id, actor_type, actor_id, actor_name, text, reply_to_id, from_bot, created_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
 		m.Token, m.ID, m.ActorType, m.ActorID, m.ActorName, m.Text, m.ReplyToID, m.FromBot, store.FormatTime(m.At))
 	if err != nil {
 		return false, fmt.Errorf("convlog: record %s/%d: %w", m.Token, m.ID, err)

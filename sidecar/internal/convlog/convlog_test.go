@@ -12,7 +12,7 @@ import (
 
 func TestRecordRecentGet(t *testing.T) {
 	ctx := context.Background()
-	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "t.db"))
+	db, err := testDBs.OpenPath(ctx, filepath.Join(t.TempDir(), "t.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,15 +5,13 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
-
-	"github.com/istota/istota/sidecar/internal/store"
 )
 
 // A notice about a file goes where the agent last changed it, once and only while the
 // change is recent; else to the private conversation.
 func TestNoticeTarget(t *testing.T) {
 	ctx := context.Background()
-	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "c.db"))
+	db, err := testDBs.OpenPath(ctx, filepath.Join(t.TempDir(), "c.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

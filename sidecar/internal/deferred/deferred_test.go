@@ -29,7 +29,7 @@ type fixture struct {
 func newFixture(t *testing.T, opts Options) *fixture {
 	t.Helper()
 	ctx := context.Background()
-	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "istota.db"))
+	db, err := testDBs.OpenPath(ctx, filepath.Join(t.TempDir(), "istota.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

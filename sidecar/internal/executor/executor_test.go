@@ -108,7 +108,7 @@ func (c *fakeClock) Advance(d time.Duration) {
 func newEnv(t *testing.T, b *scriptedBrain, mod func(*Options)) *env {
 	t.Helper()
 	dir := t.TempDir()
-	db, err := store.Open(context.Background(), filepath.Join(dir, "e.db"))
+	db, err := testDBs.OpenPath(context.Background(), filepath.Join(dir, "e.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

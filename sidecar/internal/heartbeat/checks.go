@@ -219,8 +219,8 @@ func (r *Runner) selfCheck(ctx context.Context, u User) outcome {
 func (r *Runner) failureRate(ctx context.Context, uid string) (string, error) {
 	var total, failed int
 	err := r.db.Read.QueryRowContext(ctx, `
-		SELECT count(*), coalesce(sum(status = 'failed'), 0) FROM (
-			SELECT status FROM tasks WHERE user_id = ? AND status IN ('completed', 'failed') ORDER BY id DESC LIMIT ?)`,
+		SELECT count(*), COUNT(CASE WHEN status = 'failed' THEN 1 END) FROM (
+			SELECT status FROM tasks WHERE user_id = ? AND status IN ('completed', 'failed') ORDER BY id DESC LIMIT ?) AS recent`,
 		uid, r.opts.FailureWindow).Scan(&total, &failed)
 	if err != nil {
 		return "", fmt.Errorf("could not count tasks: %w", err)

@@ -111,7 +111,7 @@ type harness struct {
 func newHarness(t *testing.T, start time.Time, opts Options) *harness {
 	t.Helper()
 	dir := t.TempDir()
-	db, err := store.Open(context.Background(), filepath.Join(dir, "istota.db"))
+	db, err := testDBs.OpenPath(context.Background(), filepath.Join(dir, "istota.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

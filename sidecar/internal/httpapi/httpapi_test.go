@@ -31,7 +31,7 @@ func (nopSender) SendMessage(context.Context, string, string, talk.SendOptions) 
 
 func newServer(t testing.TB, now time.Time) (*httptest.Server, *store.DB) {
 	t.Helper()
-	db, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "api.db"))
+	db, err := testDBs.OpenPath(context.Background(), filepath.Join(t.TempDir(), "api.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -66,7 +66,7 @@ func newPagesEnv(t *testing.T, base func(*config.Config)) *pagesEnv {
 	ctx := context.Background()
 	e := &pagesEnv{data: t.TempDir()}
 	var err error
-	e.db, err = store.Open(ctx, filepath.Join(t.TempDir(), "pages.db"))
+	e.db, err = testDBs.OpenPath(ctx, filepath.Join(t.TempDir(), "pages.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -48,7 +48,7 @@ func (nopSender) SendMessage(context.Context, string, string, talk.SendOptions) 
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	db, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "i.db"))
+	db, err := testDBs.OpenPath(context.Background(), filepath.Join(t.TempDir(), "i.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,7 @@ import (
 func nextNumber(ctx context.Context, tx *sql.Tx, uid, prefix string, year int) (string, error) {
 	var n int
 	err := tx.QueryRowContext(ctx, `INSERT INTO invoice_numbers (user_id, prefix, year, last) VALUES (?, ?, ?, 1)
-		ON CONFLICT (user_id, prefix, year) DO UPDATE SET last = last + 1 RETURNING last`, uid, prefix, year).Scan(&n)
+		ON CONFLICT (user_id, prefix, year) DO UPDATE SET last = invoice_numbers.last + 1 RETURNING last`, uid, prefix, year).Scan(&n)
 	if err != nil {
 		return "", fmt.Errorf("invoice: next number of %s-%d: %w", prefix, year, err)
 	}
@@ -42,14 +42,11 @@ func (s *Service) issue(ctx context.Context, tx *sql.Tx, uid string, d draft) (I
 		return Invoice{}, fmt.Errorf("invoice: encode %s: %w", num, err)
 	}
 	inv := Invoice{Document: d.doc, PDF: s.pdfPath(num)}
-	res, err := tx.ExecContext(ctx, `INSERT INTO invoices (user_id, number, entity, client, period, issued_on, due_on,
-		currency, total_cents, document, pdf_path, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	var id int64
+	err = tx.QueryRowContext(ctx, `INSERT INTO invoices (user_id, number, entity, client, period, issued_on, due_on,
+		currency, total_cents, document, pdf_path, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
 		uid, num, d.doc.Entity, d.doc.Client, d.doc.Period, d.doc.Issued, d.doc.Due, d.doc.Currency, d.doc.Total,
-		string(doc), inv.PDF, store.FormatTime(s.opts.Clock()))
-	if err != nil {
-		return Invoice{}, fmt.Errorf("invoice: store %s: %w", num, err)
-	}
-	id, err := res.LastInsertId()
+		string(doc), inv.PDF, store.FormatTime(s.opts.Clock())).Scan(&id)
 	if err != nil {
 		return Invoice{}, fmt.Errorf("invoice: store %s: %w", num, err)
 	}

@@ -86,7 +86,7 @@ type env struct {
 func newEnv(t *testing.T, start time.Time, users ...User) *env {
 	t.Helper()
 	ctx := context.Background()
-	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "istota.db"))
+	db, err := testDBs.OpenPath(ctx, filepath.Join(t.TempDir(), "istota.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -348,15 +348,12 @@ func (g *Graph) Add(ctx context.Context, ns string, f Fact) (Fact, AddResult, er
 	if !f.ValidUntil.IsZero() {
 		until = store.FormatTime(f.ValidUntil)
 	}
-	res, err := tx.ExecContext(ctx, `INSERT INTO knowledge_facts
+	if err := tx.QueryRowContext(ctx, `INSERT INTO knowledge_facts
 		(namespace, subject, predicate, object, valid_from, valid_until, ephemeral, source, created_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		ns, f.Subject, f.Predicate, f.Object, store.FormatTime(f.ValidFrom), until, boolInt(f.Ephemeral), f.Source, store.FormatTime(f.CreatedAt))
-	if err != nil {
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
+		ns, f.Subject, f.Predicate, f.Object, store.FormatTime(f.ValidFrom), until, boolInt(f.Ephemeral), f.Source, store.FormatTime(f.CreatedAt),
+	).Scan(&f.ID); err != nil {
 		return Fact{}, "", fmt.Errorf("knowledge: add: insert: %w", err)
-	}
-	if f.ID, err = res.LastInsertId(); err != nil {
-		return Fact{}, "", fmt.Errorf("knowledge: add: %w", err)
 	}
 	if err := tx.Commit(); err != nil {
 		return Fact{}, "", fmt.Errorf("knowledge: add: commit: %w", err)

@@ -26,7 +26,7 @@ var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
 func openGraph(t *testing.T, opts Options) (*Graph, *testClock, *store.DB) {
 	t.Helper()
-	db, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "k.db"))
+	db, err := testDBs.OpenPath(context.Background(), filepath.Join(t.TempDir(), "k.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

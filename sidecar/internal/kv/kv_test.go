@@ -3,6 +3,7 @@ package kv
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,7 +14,7 @@ import (
 
 func openStore(t *testing.T) (*Store, *store.DB) {
 	t.Helper()
-	db, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "kv.db"))
+	db, err := testDBs.OpenPath(context.Background(), filepath.Join(t.TempDir(), "kv.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +123,7 @@ func TestEntryCap(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range MaxEntriesPerUser - 1 {
-		if _, err := tx.Exec(`INSERT INTO kv_store (user_id, namespace, key, value, updated_at) VALUES ('alice', 'bulk', ?, 'v', '2026-01-01 00:00:00.000')`, i); err != nil {
+		if _, err := tx.Exec(`INSERT INTO kv_store (user_id, namespace, key, value, updated_at) VALUES ('alice', 'bulk', ?, 'v', '2026-01-01 00:00:00.000')`, fmt.Sprint(i)); err != nil {
 			t.Fatal(err)
 		}
 	}

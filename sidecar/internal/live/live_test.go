@@ -35,7 +35,7 @@ type env struct {
 
 func newEnv(t *testing.T, mod func(*Options)) *env {
 	t.Helper()
-	db, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "live.db"))
+	db, err := testDBs.OpenPath(context.Background(), filepath.Join(t.TempDir(), "live.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

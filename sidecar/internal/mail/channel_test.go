@@ -62,7 +62,7 @@ func newChannel(t *testing.T, o channelOpts) *channel {
 	t.Helper()
 	ctx := context.Background()
 	c := &channel{clock: &testClock{t: time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)}, roots: t.TempDir()}
-	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "istota.db"))
+	db, err := testDBs.OpenPath(ctx, filepath.Join(t.TempDir(), "istota.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -352,7 +352,7 @@ func (in *Intake) handle(ctx context.Context, m Message) (disposition string, du
 // usersFor returns the users an address is known for.
 func (in *Intake) usersFor(ctx context.Context, addr string) ([]string, error) {
 	rs, err := in.db.Read.QueryContext(ctx, `
-		SELECT id FROM users WHERE email <> '' AND trim(email) = ? COLLATE NOCASE
+		SELECT id FROM users WHERE email <> '' AND lower(trim(email)) = lower(?)
 		UNION
 		SELECT user_id FROM user_emails WHERE email = ?`, addr, addr)
 	if err != nil {
@@ -629,7 +629,7 @@ func (in *Intake) Stats(ctx context.Context) (Stats, error) {
 	}
 	var oldest sql.NullString
 	err = in.db.Read.QueryRowContext(ctx, `SELECT
-		COALESCE(SUM(status = 'pending'), 0), COALESCE(SUM(status = 'failed'), 0),
+		COUNT(CASE WHEN status = 'pending' THEN 1 END), COUNT(CASE WHEN status = 'failed' THEN 1 END),
 		MIN(CASE WHEN status = 'pending' THEN created_at END) FROM mail_outbox`).Scan(&s.OutboxPending, &s.OutboxFailed, &oldest)
 	if err != nil {
 		return Stats{}, fmt.Errorf("mail stats: %w", err)
@@ -640,7 +640,7 @@ func (in *Intake) Stats(ctx context.Context) (Stats, error) {
 		}
 	}
 	dayAgo := store.FormatTime(in.opts.Clock().Add(-24 * time.Hour))
-	err = in.db.Read.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(sent_at > ?), 0) FROM mail_sent`, dayAgo).
+	err = in.db.Read.QueryRowContext(ctx, `SELECT COUNT(*), COUNT(CASE WHEN sent_at > ? THEN 1 END) FROM mail_sent`, dayAgo).
 		Scan(&s.SentTotal, &s.SentLastDay)
 	if err != nil {
 		return Stats{}, fmt.Errorf("mail stats: %w", err)

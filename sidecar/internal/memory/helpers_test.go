@@ -43,7 +43,7 @@ func (c *fakeClock) Advance(d time.Duration) {
 
 func openDB(t testing.TB) *store.DB {
 	t.Helper()
-	db, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "memory.db"))
+	db, err := testDBs.OpenPath(context.Background(), filepath.Join(t.TempDir(), "memory.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

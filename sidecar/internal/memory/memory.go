@@ -486,9 +486,9 @@ func (m *Memory) Stats(ctx context.Context, ns string) (Stats, error) {
 		st.EmbedModel = m.emb.Model()
 	}
 	var oldest, newest sql.NullString
-	err := m.db.Read.QueryRowContext(ctx, `SELECT count(*), count(DISTINCT source || char(0) || source_ref),
-			coalesce(sum(ephemeral), 0),
-			coalesce(sum(embedding IS NOT NULL AND embed_model = ? AND ? <> ''), 0),
+	err := m.db.Read.QueryRowContext(ctx, `SELECT count(*), count(DISTINCT source || '/' || source_ref),
+			count(CASE WHEN ephemeral = 1 THEN 1 END),
+			count(CASE WHEN embedding IS NOT NULL AND embed_model = ? AND ? <> '' THEN 1 END),
 			min(created_at), max(created_at)
 		FROM memory_chunks WHERE namespace = ?`, st.EmbedModel, st.EmbedModel, ns).
 		Scan(&st.Chunks, &st.Sources, &st.Ephemeral, &st.Embedded, &oldest, &newest)

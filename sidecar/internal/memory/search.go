@@ -274,7 +274,7 @@ func (m *Memory) lexical(ctx context.Context, q Query, terms []string, n int) ([
 	}
 	var ids []int64
 	if len(present) == len(terms) {
-		if ids, err = m.rankFTS(ctx, q, termsExpression(present, " AND "), n); err != nil {
+		if ids, err = m.rankFTS(ctx, q, present, " AND ", n); err != nil {
 			return nil, err
 		}
 	}
@@ -293,7 +293,7 @@ func (m *Memory) lexical(ctx context.Context, q Query, terms []string, n int) ([
 		if len(selective) == 0 {
 			selective = []string{rarest}
 		}
-		more, err := m.rankFTS(ctx, q, termsExpression(selective, " OR "), n)
+		more, err := m.rankFTS(ctx, q, selective, " OR ", n)
 		if err != nil {
 			return nil, err
 		}
@@ -319,12 +319,15 @@ func (m *Memory) lexical(ctx context.Context, q Query, terms []string, n int) ([
 
 // rankFTS returns the ids of the best n chunks of q's namespaces matching terms (an
 // expression over the content column), best first.
-func (m *Memory) rankFTS(ctx context.Context, q Query, terms string, n int) ([]int64, error) {
+func (m *Memory) rankFTS(ctx context.Context, q Query, terms []string, op string, n int) ([]int64, error) {
+	if m.db.Dialect() == store.Postgres {
+		return m.rankTSV(ctx, q, terms, op, n)
+	}
 	ns := make([]string, len(q.Namespaces))
 	for i, name := range q.Namespaces {
 		ns[i] = `"` + NamespaceToken(name) + `"`
 	}
-	expr := "ns: (" + strings.Join(ns, " OR ") + ") AND {content}: (" + terms + ")"
+	expr := "ns: (" + strings.Join(ns, " OR ") + ") AND {content}: (" + termsExpression(terms, op) + ")"
 	query := `SELECT rowid FROM memory_fts WHERE memory_fts MATCH ?`
 	args := []any{expr}
 	if q.hasExtraFilters() {
@@ -364,6 +367,9 @@ func (q Query) hasExtraFilters() bool {
 // docFreq returns how many chunks hold each term (for a term long enough to match as a
 // prefix, every word it begins counts), and about how many chunks there are.
 func (m *Memory) docFreq(ctx context.Context, terms []string) (map[string]int, int, error) {
+	if m.db.Dialect() == store.Postgres {
+		return m.docFreqTSV(ctx, terms)
+	}
 	df := make(map[string]int, len(terms))
 	for _, t := range terms {
 		var n sql.NullInt64
@@ -477,8 +483,13 @@ func (m *Memory) substring(ctx context.Context, grams []string, filter string, f
 	if len(grams) == 0 {
 		return nil, nil
 	}
-	found := strings.TrimSuffix(strings.Repeat("(instr(c.content, ?) > 0) + ", len(grams)), " + ")
-	anyOf := strings.TrimSuffix(strings.Repeat("instr(c.content, ?) > 0 OR ", len(grams)), " OR ")
+	// instr on SQLite, strpos on PostgreSQL: the same function by two names.
+	pos := "instr"
+	if m.db.Dialect() == store.Postgres {
+		pos = "strpos"
+	}
+	found := strings.TrimSuffix(strings.Repeat("(CASE WHEN "+pos+"(c.content, ?) > 0 THEN 1 ELSE 0 END) + ", len(grams)), " + ")
+	anyOf := strings.TrimSuffix(strings.Repeat(pos+"(c.content, ?) > 0 OR ", len(grams)), " OR ")
 	var args []any
 	for _, g := range grams {
 		args = append(args, g)

@@ -7,6 +7,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strings"
+
+	"github.com/istota/istota/sidecar/internal/store"
 )
 
 // The vector index. Comparing the query with every stored vector in Go reads all of
@@ -43,6 +45,11 @@ func vecTable(model string, dim int) string {
 // not a multiple of 8): the search then compares every vector.
 func (m *Memory) vecIndex(ctx context.Context, dim int) (string, bool, error) {
 	if m.emb == nil || dim <= 0 || dim%8 != 0 || dim > 8192 {
+		return "", false, nil
+	}
+	if m.db.Dialect() == store.Postgres {
+		// sqlite-vec is an SQLite extension and pgvector is not in Debian's PostgreSQL:
+		// on PostgreSQL every stored vector of the namespaces is compared (rankVectors).
 		return "", false, nil
 	}
 	model := m.emb.Model()

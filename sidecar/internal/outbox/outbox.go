@@ -95,6 +95,10 @@ type Options struct {
 	// Posted, if set, reports which of referenceIDs are already in conversation token.
 	// It returns ErrCannotTell when it has no way to know (the message is then sent).
 	Posted func(ctx context.Context, token string, referenceIDs []string) ([]string, error)
+	// Active, if set, says whether this process delivers now: when several processes
+	// share the database only the elected leader does (package leader), and a pass of
+	// any other sends nothing. Nil means always.
+	Active func() bool
 }
 
 // ErrCannotTell is what Options.Posted returns when it cannot find out.
@@ -386,6 +390,9 @@ type row struct {
 func (o *Outbox) pass(ctx context.Context, stopping func() bool) (sent int, next time.Time, err error) {
 	o.passMu.Lock()
 	defer o.passMu.Unlock()
+	if o.opts.Active != nil && !o.opts.Active() {
+		return 0, time.Time{}, nil
+	}
 
 	rows, err := o.loadPending(ctx)
 	if err != nil {
@@ -709,10 +716,10 @@ func (o *Outbox) Stats(ctx context.Context) (Stats, error) {
 	var s Stats
 	var oldest sql.NullString
 	err := o.db.Read.QueryRowContext(ctx, `SELECT
-		COALESCE(SUM(status = 'pending'), 0),
-		COALESCE(SUM(status = 'pending' AND last_error LIKE 'unauthorized (%'), 0),
-		COALESCE(SUM(status = 'sent'), 0),
-		COALESCE(SUM(status = 'failed'), 0),
+		COUNT(CASE WHEN status = 'pending' THEN 1 END),
+		COUNT(CASE WHEN status = 'pending' AND last_error LIKE 'unauthorized (%' THEN 1 END),
+		COUNT(CASE WHEN status = 'sent' THEN 1 END),
+		COUNT(CASE WHEN status = 'failed' THEN 1 END),
 		MIN(CASE WHEN status = 'pending' THEN created_at END)
 		FROM talk_outbox`).Scan(&s.Pending, &s.Held, &s.Sent, &s.Failed, &oldest)
 	if err != nil {

@@ -11,15 +11,18 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unicode/utf8"
 
 	"github.com/istota/istota/sidecar/internal/store"
+	"github.com/istota/istota/sidecar/internal/store/storetest"
 	"github.com/istota/istota/sidecar/internal/talk"
 	"github.com/istota/istota/sidecar/internal/talk/talktest"
 )
@@ -104,12 +107,8 @@ func newEnv(t *testing.T) *env {
 // open opens the database and a new Outbox on it, as a restarted sidecar would.
 func (e *env) open() {
 	e.t.Helper()
-	db, err := store.Open(context.Background(), e.dbPath)
-	if err != nil {
-		e.t.Fatal(err)
-	}
+	db := dbs.Open(e.t, e.dbPath)
 	e.db = db
-	e.t.Cleanup(func() { db.Close() })
 	e.ob = New(db, e.client, e.opts)
 	e.t.Cleanup(func() { e.ob.Close(context.Background()) })
 }
@@ -181,6 +180,31 @@ func texts(ps []talktest.Posted) []string {
 		out[i] = p.Token + ":" + p.Message
 	}
 	return out
+}
+
+// dbs opens the tests' databases: SQLite files, or PostgreSQL in the run TestOnPostgres starts.
+var dbs storetest.DBs
+
+func TestMain(m *testing.M) { os.Exit(storetest.Main(m, &dbs)) }
+
+// TestOnPostgres runs every test of this package again on a real PostgreSQL.
+func TestOnPostgres(t *testing.T) { storetest.RunOnPostgres(t) }
+
+// An outbox that is not Active (another process leads) sends nothing, and sends what
+// waited once it is.
+func TestInactiveOutboxSendsNothing(t *testing.T) {
+	e := newEnv(t)
+	var active atomic.Bool
+	e.opts.Active = active.Load
+	e.open()
+	e.enqueue(Message{Token: tokA, Text: "held", Key: "task:9:reply"})
+	if n := e.deliver(); n != 0 || len(e.talk.Messages()) != 0 {
+		t.Fatalf("an inactive outbox delivered %d", n)
+	}
+	active.Store(true)
+	if n := e.deliver(); n != 1 || len(e.talk.Messages()) != 1 {
+		t.Fatalf("the active outbox delivered %d", n)
+	}
 }
 
 func TestDeliveredSignedWithReplyTo(t *testing.T) {
@@ -262,12 +286,11 @@ func TestEnqueueTxCommitsWithTheTask(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer tx.Rollback()
-		res, err := tx.ExecContext(ctx, `INSERT INTO tasks (user_id, source, status, prompt, conversation_token, next_attempt_at, created_at)
-			VALUES ('alice', 'talk', 'completed', 'q', ?, ?, ?)`, tokA, now, now)
-		if err != nil {
+		var id int64
+		if err := tx.QueryRowContext(ctx, `INSERT INTO tasks (user_id, source, status, prompt, conversation_token, next_attempt_at, created_at)
+			VALUES ('alice', 'talk', 'completed', 'q', ?, ?, ?) RETURNING id`, tokA, now, now).Scan(&id); err != nil {
 			t.Fatal(err)
 		}
-		id, _ := res.LastInsertId()
 		if err := e.ob.EnqueueTx(ctx, tx, Message{Token: tokA, Text: "answer", ReplyTo: 100, TaskID: id, Key: fmt.Sprintf("task:%d:reply", id)}); err != nil {
 			t.Fatal(err)
 		}

@@ -40,14 +40,19 @@ func requireOwner(what, owner string) error {
 	return nil
 }
 
-// Claim locks the next task that may run now and returns it, or ErrNoTask. The choice
-// and the lock are one UPDATE … RETURNING, so concurrent claimers (in this process or
-// another one on the same database) never get the same task. The task is the oldest due
-// pending one, interactive tasks first, whose user has no locked or running task: each
-// user's tasks run one at a time. With interactiveOnly only interactive tasks qualify.
+// Claim locks the next task that may run now and returns it, or ErrNoTask. The task is
+// the oldest due pending one, interactive tasks first, whose user has no locked or
+// running task: each user's tasks run one at a time. With interactiveOnly only
+// interactive tasks qualify. Concurrent claimers (in this process or in others sharing
+// the database, on any host) never get the same task, nor two tasks of one user: on
+// SQLite the choice and the lock are one UPDATE … RETURNING under the single writer; on
+// PostgreSQL see claimPostgres.
 func (q *Queue) Claim(ctx context.Context, owner string, interactiveOnly bool) (Task, error) {
 	if err := requireOwner("claim", owner); err != nil {
 		return Task{}, err
+	}
+	if q.db.Dialect() == store.Postgres {
+		return q.claimPostgres(ctx, owner, interactiveOnly)
 	}
 	now := q.now()
 	t, err := scanTask(q.db.Write.QueryRowContext(ctx, `
@@ -71,6 +76,82 @@ func (q *Queue) Claim(ctx context.Context, owner string, interactiveOnly bool) (
 	}
 	return t, nil
 }
+
+// claimAttempts bounds how many candidates one PostgreSQL claim tries whose user another
+// claimer is deciding about at the same moment.
+const claimAttempts = 4
+
+// claimPostgres claims on PostgreSQL, where writers run concurrently. In one
+// transaction: the first qualifying task is locked with FOR UPDATE SKIP LOCKED (a task
+// another claimer holds is passed over, not waited for); then the user's claim lock (a
+// transaction-scoped advisory lock on the user id) is taken without waiting, and with
+// it held the user is checked again for a task in flight — this check sees every claim
+// committed before, so two hosts can never both start a task of one user. A user whose
+// lock is taken is skipped for the next candidate. The transaction runs on the store's
+// Concurrent pool: claims do not wait for the writer lock, only for these row locks.
+func (q *Queue) claimPostgres(ctx context.Context, owner string, interactiveOnly bool) (Task, error) {
+	now := q.now()
+	var t Task
+	err := q.inTx(ctx, q.db.Concurrent, "claim", func(tx *sql.Tx) error {
+		skip := []string{}
+		for range claimAttempts {
+			var (
+				id  int64
+				uid string
+			)
+			err := tx.QueryRowContext(ctx, `
+				SELECT c.id, c.user_id FROM tasks c
+				WHERE c.status = 'pending' AND c.next_attempt_at <= ?
+				  AND (c.interactive = 1 OR ? = 0)
+				  AND c.user_id <> ALL(?)
+				  AND NOT EXISTS (
+					SELECT 1 FROM tasks b
+					WHERE b.user_id = c.user_id AND b.status IN ('locked', 'running', 'pending_confirmation'))
+				ORDER BY c.interactive DESC, c.id
+				LIMIT 1
+				FOR UPDATE OF c SKIP LOCKED`,
+				store.FormatTime(now), interactiveOnly, skip).Scan(&id, &uid)
+			if errors.Is(err, sql.ErrNoRows) {
+				return ErrNoTask
+			}
+			if err != nil {
+				return fmt.Errorf("queue: claim: %w", err)
+			}
+			var locked, busy bool
+			if err := tx.QueryRowContext(ctx, `SELECT pg_try_advisory_xact_lock(?, hashtext(?))`, userClaimLock, uid).Scan(&locked); err != nil {
+				return fmt.Errorf("queue: claim: lock user: %w", err)
+			}
+			if locked {
+				if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM tasks
+					WHERE user_id = ? AND status IN ('locked', 'running', 'pending_confirmation'))`, uid).Scan(&busy); err != nil {
+					return fmt.Errorf("queue: claim: %w", err)
+				}
+			}
+			if !locked || busy {
+				skip = append(skip, uid)
+				continue
+			}
+			t, err = scanTask(tx.QueryRowContext(ctx, `
+				UPDATE tasks SET status = 'locked', lease_owner = ?, lease_until = ?
+				WHERE id = ? AND status = 'pending'
+				RETURNING `+taskColumns,
+				owner, store.FormatTime(now.Add(q.opts.Lease)), id))
+			if err != nil {
+				return fmt.Errorf("queue: claim task %d: %w", id, err)
+			}
+			return nil
+		}
+		return ErrNoTask
+	})
+	if err != nil {
+		return Task{}, err
+	}
+	return t, nil
+}
+
+// userClaimLock is the first key of the per-user claim locks (PostgreSQL advisory locks
+// in two int4 keys: this one and the hash of the user id).
+const userClaimLock = 0x15707a
 
 // ClaimID locks one given pending task for owner, whether or not it is due and whatever
 // its user has in flight: for running a task in-process right after queuing it (the CLI,
@@ -155,6 +236,28 @@ func (q *Queue) Release(ctx context.Context, id int64, owner string) error {
 		WHERE id = ? AND lease_owner = ? AND status IN ('locked', 'running', 'pending_confirmation')`,
 		store.FormatTime(q.now()), id, owner)
 	return q.guarded(ctx, "release", id, res, err)
+}
+
+// forUpdate is the row lock a read-then-write transaction takes on the task it reads:
+// on PostgreSQL, where writers are concurrent, FOR UPDATE; SQLite's write transactions
+// are already serialised (BEGIN IMMEDIATE, one writer).
+func (q *Queue) forUpdate() string {
+	if q.db.Dialect() == store.Postgres {
+		return " FOR UPDATE"
+	}
+	return ""
+}
+
+// lockTask reads a task in a write transaction, locking its row until the end of it.
+func (q *Queue) lockTask(ctx context.Context, tx *sql.Tx, id int64) (Task, error) {
+	t, err := scanTask(tx.QueryRowContext(ctx, `SELECT `+taskColumns+` FROM tasks WHERE id = ?`+q.forUpdate(), id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Task{}, fmt.Errorf("queue: task %d: %w", id, store.ErrNotFound)
+	}
+	if err != nil {
+		return Task{}, fmt.Errorf("queue: read task %d: %w", id, err)
+	}
+	return t, nil
 }
 
 // guarded turns the result of an owner-guarded update into nil or the reason it missed.
@@ -250,7 +353,7 @@ func (q *Queue) fail(ctx context.Context, id int64, owner, reason string, transi
 			attempts, maxAttempts int
 		)
 		err := tx.QueryRowContext(ctx, `
-			SELECT status, lease_owner, attempts, max_attempts FROM tasks WHERE id = ?`, id,
+			SELECT status, lease_owner, attempts, max_attempts FROM tasks WHERE id = ?`+q.forUpdate(), id,
 		).Scan(&status, &leaseOwner, &attempts, &maxAttempts)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("queue: fail task %d: %w", id, err)
@@ -300,7 +403,7 @@ func (q *Queue) Cancel(ctx context.Context, id int64) (Task, error) {
 	var t Task
 	err := q.withTx(ctx, "cancel", func(tx *sql.Tx) error {
 		var err error
-		if t, err = getTask(ctx, tx, id); err != nil {
+		if t, err = q.lockTask(ctx, tx, id); err != nil {
 			return err
 		}
 		if t.Status.Finished() {
@@ -339,7 +442,7 @@ func (q *Queue) CancelUserTx(ctx context.Context, tx *sql.Tx, userID string) ([]
 	}
 	rows, err := tx.QueryContext(ctx, `SELECT `+taskColumns+` FROM tasks
 		WHERE user_id = ? AND status IN ('pending', 'locked', 'running', 'pending_confirmation')
-		ORDER BY id`, userID)
+		ORDER BY id`+q.forUpdate(), userID)
 	if err != nil {
 		return nil, fmt.Errorf("queue: cancel tasks of user: %w", err)
 	}
@@ -403,7 +506,7 @@ func (q *Queue) ReclaimAll(ctx context.Context) (int, error) {
 func (q *Queue) reclaim(ctx context.Context, all bool) (int, error) {
 	now := q.now()
 	rows, err := q.db.Write.QueryContext(ctx, `
-		SELECT id FROM tasks WHERE status IN ('locked', 'running', 'pending_confirmation') AND (? OR lease_until < ?) ORDER BY id`,
+		SELECT id FROM tasks WHERE status IN ('locked', 'running', 'pending_confirmation') AND (? = 1 OR lease_until < ?) ORDER BY id`,
 		all, store.FormatTime(now))
 	if err != nil {
 		return 0, fmt.Errorf("queue: reclaim: %w", err)
@@ -448,7 +551,7 @@ func (q *Queue) reclaim(ctx context.Context, all bool) (int, error) {
 func (q *Queue) reclaimOne(ctx context.Context, id int64, all bool, now time.Time) (bool, error) {
 	reclaimed := false
 	err := q.withTx(ctx, "reclaim", func(tx *sql.Tx) error {
-		t, err := getTask(ctx, tx, id)
+		t, err := q.lockTask(ctx, tx, id)
 		if errors.Is(err, store.ErrNotFound) {
 			return nil
 		}

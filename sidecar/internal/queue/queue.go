@@ -438,7 +438,12 @@ func (q *Queue) EnqueueTx(ctx context.Context, tx *sql.Tx, nt NewTask) (id int64
 // withTx runs fn in a write transaction (BEGIN IMMEDIATE through the store's DSN) and
 // commits when fn succeeds.
 func (q *Queue) withTx(ctx context.Context, what string, fn func(tx *sql.Tx) error) error {
-	tx, err := q.db.Write.BeginTx(ctx, nil)
+	return q.inTx(ctx, q.db.Write, what, fn)
+}
+
+// inTx is withTx on the given handle of the store.
+func (q *Queue) inTx(ctx context.Context, db *sql.DB, what string, fn func(tx *sql.Tx) error) error {
+	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("queue: %s: begin: %w", what, err)
 	}

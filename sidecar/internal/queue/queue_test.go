@@ -5,12 +5,14 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/istota/istota/sidecar/internal/store"
+	"github.com/istota/istota/sidecar/internal/store/storetest"
 )
 
 // fakeClock is a settable time source shared by the queue under test.
@@ -31,14 +33,17 @@ func (c *fakeClock) Advance(d time.Duration) {
 	c.t = c.t.Add(d)
 }
 
+// dbs opens the tests' databases: SQLite files, or PostgreSQL in the run TestOnPostgres starts.
+var dbs storetest.DBs
+
+func TestMain(m *testing.M) { os.Exit(storetest.Main(m, &dbs)) }
+
+// TestOnPostgres runs every test of this package again on a real PostgreSQL.
+func TestOnPostgres(t *testing.T) { storetest.RunOnPostgres(t) }
+
 func openDB(t *testing.T, path string) *store.DB {
 	t.Helper()
-	db, err := store.Open(context.Background(), path)
-	if err != nil {
-		t.Fatalf("store.Open: %v", err)
-	}
-	t.Cleanup(func() { db.Close() })
-	return db
+	return dbs.Open(t, path)
 }
 
 func newQueue(t *testing.T, opts Options) (*Queue, *fakeClock, *store.DB) {

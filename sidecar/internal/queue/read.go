@@ -184,18 +184,26 @@ func (q *Queue) AddEvent(ctx context.Context, id int64, kind, text string) error
 	if !validEventKind(kind) {
 		return fmt.Errorf("queue: add event: bad kind %q (want a lowercase word such as progress, tool, retry, result or error)", kind)
 	}
-	// One statement: the next sequence number is taken under the write lock.
-	res, err := q.db.Write.ExecContext(ctx, `
-		INSERT INTO task_events (task_id, seq, at, kind, text)
-		SELECT t.id, COALESCE((SELECT MAX(e.seq) FROM task_events e WHERE e.task_id = t.id), 0) + 1, ?, ?, ?
-		FROM tasks t WHERE t.id = ?`,
-		store.FormatTime(q.now()), kind, text, id)
+	// The next sequence number is taken under the write lock: a write transaction (on
+	// PostgreSQL the writer lock, so events are also numbered in the order they commit,
+	// which the live-progress hub follows).
+	var n int64
+	err := q.withTx(ctx, "add event", func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `
+			INSERT INTO task_events (task_id, seq, at, kind, text)
+			SELECT t.id, COALESCE((SELECT MAX(e.seq) FROM task_events e WHERE e.task_id = t.id), 0) + 1, ?, ?, ?
+			FROM tasks t WHERE t.id = ?`,
+			store.FormatTime(q.now()), kind, text, id)
+		if err != nil {
+			return fmt.Errorf("queue: add event to task %d: %w", id, err)
+		}
+		if n, err = res.RowsAffected(); err != nil {
+			return fmt.Errorf("queue: add event to task %d: %w", id, err)
+		}
+		return nil
+	})
 	if err != nil {
-		return fmt.Errorf("queue: add event to task %d: %w", id, err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return fmt.Errorf("queue: add event to task %d: %w", id, err)
+		return err
 	}
 	if n == 0 {
 		return fmt.Errorf("queue: add event: task %d: %w", id, store.ErrNotFound)

@@ -157,7 +157,7 @@ func (s *Scheduler) record(ctx context.Context, uid, name string, taskID int64, 
 	}
 	if _, err := tx.ExecContext(ctx, `
 		UPDATE scheduled_jobs SET consecutive_failures = ?, last_result = ?, disabled_by = ?,
-			disabled_reason = CASE WHEN ? THEN ? ELSE disabled_reason END,
+			disabled_reason = CASE WHEN ? = 1 THEN ? ELSE disabled_reason END,
 			result_task_id = CASE WHEN ? != 0 THEN ? ELSE result_task_id END
 		WHERE user_id = ? AND name = ?`, failures, result, by, disabled, reason, taskID, taskID, uid, name); err != nil {
 		return false, fmt.Errorf("schedule: record result of %q of %s: %w", name, uid, err)

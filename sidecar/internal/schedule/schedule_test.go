@@ -19,7 +19,7 @@ func (c *fakeClock) Now() time.Time { return c.t }
 
 func newTest(t *testing.T, start time.Time) (*Scheduler, *fakeClock, *store.DB) {
 	t.Helper()
-	db, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "istota.db"))
+	db, err := testDBs.OpenPath(context.Background(), filepath.Join(t.TempDir(), "istota.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

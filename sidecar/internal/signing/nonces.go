@@ -27,7 +27,7 @@ func NewNonces(db *store.DB) *Nonces { return &Nonces{db: db} }
 func (n *Nonces) Use(ctx context.Context, nonce string, now time.Time) error {
 	// A nonce must be remembered for as long as its timestamp could still be accepted:
 	// up to MaxSkew in the future plus MaxSkew of validity.
-	res, err := n.db.Write.ExecContext(ctx, `INSERT OR IGNORE INTO request_nonces (nonce, expires_at) VALUES (?, ?)`,
+	res, err := n.db.Write.ExecContext(ctx, `INSERT INTO request_nonces (nonce, expires_at) VALUES (?, ?) ON CONFLICT DO NOTHING`,
 		nonce, store.FormatTime(now.Add(2*MaxSkew)))
 	if err != nil {
 		return fmt.Errorf("record nonce: %w", err)

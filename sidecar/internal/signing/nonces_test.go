@@ -7,14 +7,12 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
-
-	"github.com/istota/istota/sidecar/internal/store"
 )
 
 func TestNoncesRefuseReplayAcrossRestart(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "n.db")
-	db, err := store.Open(ctx, path)
+	db, err := testDBs.OpenPath(ctx, path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,7 +26,7 @@ func TestNoncesRefuseReplayAcrossRestart(t *testing.T) {
 	}
 	db.Close()
 
-	db, err = store.Open(ctx, path)
+	db, err = testDBs.OpenPath(ctx, path)
 	if err != nil {
 		t.Fatal(err)
 	}

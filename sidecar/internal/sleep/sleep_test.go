@@ -79,7 +79,7 @@ func (e *env) userFile(uid, rel string) string {
 func newEnv(t *testing.T, cfg Config) *env {
 	t.Helper()
 	ctx := context.Background()
-	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "s.db"))
+	db, err := testDBs.OpenPath(ctx, filepath.Join(t.TempDir(), "s.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,14 +117,14 @@ func (e *env) addTask(t *testing.T, r taskRow) int64 {
 	if r.source == "" {
 		r.source = "talk"
 	}
-	res, err := e.db.Write.Exec(`INSERT INTO tasks (user_id, source, interactive, status, prompt, conversation_token, result,
-		next_attempt_at, created_at, finished_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	var id int64
+	err := e.db.Write.QueryRow(`INSERT INTO tasks (user_id, source, interactive, status, prompt, conversation_token, result,
+		next_attempt_at, created_at, finished_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
 		r.user, r.source, map[bool]int{true: 1, false: 0}[r.interactive], r.status, r.prompt, r.token, r.result,
-		store.FormatTime(r.finished), store.FormatTime(r.finished.Add(-time.Minute)), store.FormatTime(r.finished))
+		store.FormatTime(r.finished), store.FormatTime(r.finished.Add(-time.Minute)), store.FormatTime(r.finished)).Scan(&id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, _ := res.LastInsertId()
 	return id
 }
 

@@ -1,7 +1,9 @@
-// Package store opens the sidecar's SQLite database: one writer connection, a pool of
-// readers, WAL, foreign keys and a busy timeout, with ordered migrations that each run in
-// one transaction. Domain packages own their SQL; this package owns only the connection
-// and the schema.
+// Package store opens the sidecar's database: the embedded SQLite file (one writer
+// connection, a pool of readers, WAL, foreign keys and a busy timeout) or, for several
+// hosts sharing one queue, PostgreSQL (postgres.go). Ordered migrations each run in one
+// transaction, the same files for both (dialect.go says how they are read on
+// PostgreSQL). Domain packages own their SQL, written with `?` placeholders; this
+// package owns only the connection and the schema.
 package store
 
 import (
@@ -43,8 +45,16 @@ var ErrSchemaTooNew = errors.New("database schema is newer than this binary")
 type DB struct {
 	Write *sql.DB
 	Read  *sql.DB
-	path  string
+	// Concurrent is for writers that take their own row locks (the queue's claim): on
+	// PostgreSQL its transactions do not wait for the writer lock (see OpenPostgres);
+	// on SQLite it is Write.
+	Concurrent *sql.DB
+	path       string
+	dialect    Dialect
 }
+
+// Dialect is the engine behind db.
+func (db *DB) Dialect() Dialect { return db.dialect }
 
 // Open opens (creating if needed) the database at path and applies pending migrations.
 // path ":memory:" is not supported because writer and readers must share one database.
@@ -78,7 +88,7 @@ func Open(ctx context.Context, path string) (*DB, error) {
 		w.Close()
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
-	db := &DB{Write: w, path: path}
+	db := &DB{Write: w, Concurrent: w, path: path}
 	if err := db.migrate(ctx); err != nil {
 		w.Close()
 		return nil, err
@@ -98,14 +108,17 @@ func Open(ctx context.Context, path string) (*DB, error) {
 	return db, nil
 }
 
-// Path is the database file.
+// Path is the database file (on PostgreSQL, host, port and database, without credentials).
 func (db *DB) Path() string { return db.path }
 
 // Close closes both handles.
 func (db *DB) Close() error {
 	var errs []error
-	if db.Read != nil {
+	if db.Read != nil && db.Read != db.Write {
 		errs = append(errs, db.Read.Close())
+	}
+	if db.Concurrent != nil && db.Concurrent != db.Write {
+		errs = append(errs, db.Concurrent.Close())
 	}
 	errs = append(errs, db.Write.Close())
 	return errors.Join(errs...)
@@ -161,6 +174,9 @@ func (db *DB) migrate(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if db.dialect == Postgres {
+		return db.migratePostgres(ctx, ms)
+	}
 	var current int
 	if err := db.Write.QueryRowContext(ctx, "PRAGMA user_version").Scan(&current); err != nil {
 		return fmt.Errorf("store: read schema version: %w", err)
@@ -169,11 +185,15 @@ func (db *DB) migrate(ctx context.Context) error {
 		return fmt.Errorf("%w: database has version %d, this binary knows %d", ErrSchemaTooNew, current, len(ms))
 	}
 	for _, m := range ms[current:] {
+		body, err := migrationFor(m.sql, SQLite)
+		if err != nil {
+			return fmt.Errorf("store: migration %s: %w", m.name, err)
+		}
 		tx, err := db.Write.BeginTx(ctx, nil)
 		if err != nil {
 			return fmt.Errorf("store: begin migration %s: %w", m.name, err)
 		}
-		if _, err := tx.ExecContext(ctx, m.sql); err != nil {
+		if _, err := tx.ExecContext(ctx, body); err != nil {
 			tx.Rollback()
 			if strings.Contains(err.Error(), "no such module: fts5") {
 				return fmt.Errorf("store: migration %s: this binary was built without SQLite full-text search: build and test with -tags sqlite_fts5 (make build, make test): %w", m.name, err)
@@ -189,6 +209,64 @@ func (db *DB) migrate(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// migrateLockKey is the advisory lock that serialises migrations of processes starting
+// together against one PostgreSQL database.
+const migrateLockKey = 0x15707a_0001
+
+// migratePostgres applies the pending migrations, each in one transaction (PostgreSQL's
+// DDL is transactional) that first takes the migration lock and reads the version again,
+// so processes starting at once apply each migration once.
+func (db *DB) migratePostgres(ctx context.Context, ms []migration) error {
+	if _, err := db.Write.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_version (version BIGINT NOT NULL)`); err != nil {
+		return fmt.Errorf("store: create schema_version: %w", err)
+	}
+	for {
+		done, err := db.migrateNextPostgres(ctx, ms)
+		if err != nil || done {
+			return err
+		}
+	}
+}
+
+func (db *DB) migrateNextPostgres(ctx context.Context, ms []migration) (done bool, err error) {
+	tx, err := db.Write.BeginTx(ctx, nil)
+	if err != nil {
+		return false, fmt.Errorf("store: begin migration: %w", err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(?)`, int64(migrateLockKey)); err != nil {
+		return false, fmt.Errorf("store: take the migration lock: %w", err)
+	}
+	var current int
+	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_version`).Scan(&current); err != nil {
+		return false, fmt.Errorf("store: read schema version: %w", err)
+	}
+	if current > len(ms) {
+		return false, fmt.Errorf("%w: database has version %d, this binary knows %d", ErrSchemaTooNew, current, len(ms))
+	}
+	if current == len(ms) {
+		return true, tx.Commit()
+	}
+	m := ms[current]
+	body, err := migrationFor(m.sql, Postgres)
+	if err != nil {
+		return false, fmt.Errorf("store: migration %s: %w", m.name, err)
+	}
+	if _, err := tx.ExecContext(ctx, body); err != nil {
+		return false, fmt.Errorf("store: migration %s: %w", m.name, err)
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM schema_version`); err != nil {
+		return false, fmt.Errorf("store: record migration %s: %w", m.name, err)
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO schema_version (version) VALUES (?)`, m.version); err != nil {
+		return false, fmt.Errorf("store: record migration %s: %w", m.name, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return false, fmt.Errorf("store: commit migration %s: %w", m.name, err)
+	}
+	return false, nil
 }
 
 // TimeFormat is how every timestamp is stored: UTC, SQLite's own datetime layout with

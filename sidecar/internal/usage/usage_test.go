@@ -5,13 +5,11 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
-
-	"github.com/istota/istota/sidecar/internal/store"
 )
 
 func TestRecordAndSum(t *testing.T) {
 	ctx := context.Background()
-	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "u.db"))
+	db, err := testDBs.OpenPath(ctx, filepath.Join(t.TempDir(), "u.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

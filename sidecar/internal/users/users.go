@@ -53,7 +53,8 @@ func Upsert(ctx context.Context, db Execer, p Profile, now time.Time) error {
 		return fmt.Errorf("users: record %s: %w", p.UID, err)
 	}
 	_, err = db.ExecContext(ctx, `INSERT INTO users (id, display_name, email, timezone, language, is_admin, groups, nextcloud_admin, updated_at)
-		VALUES (?1, ?2, ?3, COALESCE((SELECT json_extract(value, '$') FROM user_settings WHERE user_id = ?1 AND key = 'timezone'), ?4), ?5, ?6, ?7, ?8, ?9)
+		VALUES (?1, ?2, ?3, COALESCE((SELECT CASE WHEN value LIKE '"%"' THEN substr(value, 2, length(value) - 2) END
+			FROM user_settings WHERE user_id = ?1 AND key = 'timezone'), ?4), ?5, ?6, ?7, ?8, ?9)
 		ON CONFLICT (id) DO UPDATE SET display_name = excluded.display_name, email = excluded.email,
 			timezone = excluded.timezone, language = excluded.language, is_admin = excluded.is_admin,
 			groups = excluded.groups, nextcloud_admin = excluded.nextcloud_admin, updated_at = excluded.updated_at`,

@@ -12,7 +12,6 @@ import (
 
 	"github.com/istota/istota/sidecar/internal/benchfig"
 	"github.com/istota/istota/sidecar/internal/queue"
-	"github.com/istota/istota/sidecar/internal/store"
 )
 
 // BenchmarkFairness is the queue's fairness under a flood: one user drops 500 tasks at
@@ -31,7 +30,7 @@ func BenchmarkFairness(b *testing.B) {
 	)
 	for i := 0; i < b.N; i++ {
 		ctx := context.Background()
-		db, err := store.Open(ctx, filepath.Join(b.TempDir(), "fair.db"))
+		db, err := testDBs.OpenPath(ctx, filepath.Join(b.TempDir(), "fair.db"))
 		if err != nil {
 			b.Fatal(err)
 		}

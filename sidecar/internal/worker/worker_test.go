@@ -38,7 +38,7 @@ const settleTime = 200 * time.Millisecond
 
 func newQueue(t *testing.T, opts queue.Options) (*queue.Queue, *store.DB) {
 	t.Helper()
-	db, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "istota.db"))
+	db, err := testDBs.OpenPath(context.Background(), filepath.Join(t.TempDir(), "istota.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,7 +44,7 @@ func newEnvWith(t *testing.T, so davtest.Options, mod func(*workspace.Options)) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	db, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "istota.db"))
+	db, err := testDBs.OpenPath(context.Background(), filepath.Join(t.TempDir(), "istota.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

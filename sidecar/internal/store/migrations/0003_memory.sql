@@ -17,6 +17,7 @@ CREATE TABLE memory_chunks (
 CREATE INDEX memory_chunks_ns_created ON memory_chunks (namespace, created_at);
 CREATE INDEX memory_chunks_source ON memory_chunks (namespace, source, source_ref);
 
+-- sqlite:
 CREATE VIRTUAL TABLE memory_fts USING fts5(
     content,
     content = 'memory_chunks',
@@ -33,6 +34,7 @@ CREATE TRIGGER memory_chunks_au AFTER UPDATE OF content ON memory_chunks BEGIN
     INSERT INTO memory_fts (memory_fts, rowid, content) VALUES ('delete', old.id, old.content);
     INSERT INTO memory_fts (rowid, content) VALUES (new.id, new.content);
 END;
+-- both:
 
 -- The temporal knowledge graph: (subject, predicate, object) valid from … until.
 CREATE TABLE knowledge_facts (

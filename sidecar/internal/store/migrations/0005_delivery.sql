@@ -10,11 +10,20 @@ ALTER TABLE tasks ADD COLUMN job TEXT NOT NULL DEFAULT '';
 
 -- Extra addresses a user may write to the bot from (the Nextcloud profile address counts too).
 -- An address belongs to one user only.
+-- sqlite:
 CREATE TABLE user_emails (
     email      TEXT PRIMARY KEY COLLATE NOCASE,
     user_id    TEXT NOT NULL,
     created_at TEXT NOT NULL
 );
+-- postgres:
+CREATE EXTENSION IF NOT EXISTS citext;
+CREATE TABLE user_emails (
+    email      CITEXT PRIMARY KEY,
+    user_id    TEXT NOT NULL,
+    created_at TEXT NOT NULL
+);
+-- both:
 CREATE INDEX user_emails_user ON user_emails (user_id);
 
 -- Per-user settings made on the personal settings page (key → JSON value), e.g. the

@@ -3,6 +3,7 @@
 -- search intersects posting lists instead of first collecting every id the user owns;
 -- prefix indexes make "term*" cheap; and a vocabulary table gives each term's document
 -- count, so a search can leave out words nobody wrote and rank rare words first.
+-- sqlite:
 ALTER TABLE memory_chunks ADD COLUMN ns TEXT GENERATED ALWAYS AS ('n' || lower(hex(namespace))) VIRTUAL;
 
 DROP TRIGGER memory_chunks_ai;
@@ -32,3 +33,9 @@ CREATE TRIGGER memory_chunks_au AFTER UPDATE OF content, namespace ON memory_chu
 END;
 
 INSERT INTO memory_fts (memory_fts) VALUES ('rebuild');
+-- postgres:
+-- On PostgreSQL the keyword index is a tsvector of each chunk (the 'simple'
+-- configuration: no stemming, like unicode61) with a GIN index; the namespace is a
+-- plain column condition.
+ALTER TABLE memory_chunks ADD COLUMN tsv tsvector GENERATED ALWAYS AS (to_tsvector('simple', content)) STORED;
+CREATE INDEX memory_chunks_tsv ON memory_chunks USING gin (tsv);
