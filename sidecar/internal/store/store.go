@@ -219,7 +219,9 @@ const migrateLockKey = 0x15707a_0001
 // DDL is transactional) that first takes the migration lock and reads the version again,
 // so processes starting at once apply each migration once.
 func (db *DB) migratePostgres(ctx context.Context, ms []migration) error {
-	if _, err := db.Write.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_version (version BIGINT NOT NULL)`); err != nil {
+	// Under the migration lock too: two CREATE TABLE IF NOT EXISTS at once can both miss
+	// the table and one then fails on its type ("type schema_version already exists").
+	if err := db.createVersionTable(ctx); err != nil {
 		return fmt.Errorf("store: create schema_version: %w", err)
 	}
 	for {
@@ -228,6 +230,21 @@ func (db *DB) migratePostgres(ctx context.Context, ms []migration) error {
 			return err
 		}
 	}
+}
+
+func (db *DB) createVersionTable(ctx context.Context) error {
+	tx, err := db.Write.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(?)`, int64(migrateLockKey)); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_version (version BIGINT NOT NULL)`); err != nil {
+		return err
+	}
+	return tx.Commit()
 }
 
 func (db *DB) migrateNextPostgres(ctx context.Context, ms []migration) (done bool, err error) {
