@@ -599,7 +599,10 @@ func (s *sidecar) serve(ctx context.Context) error {
 	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
-	s.outbox.Start(runCtx)
+	// The outbox outlives runCtx: Close (last, below) lets a send in progress finish and
+	// record that Talk has it. Cut off with the agents, a delivered answer stayed "in
+	// flight" and was sent again after the restart.
+	s.outbox.Start(context.WithoutCancel(ctx))
 	s.pool.Start(runCtx)
 	s.pages.hub.Start(runCtx)
 	var loops sync.WaitGroup
