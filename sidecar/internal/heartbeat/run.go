@@ -2,6 +2,7 @@ package heartbeat
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -47,10 +48,16 @@ func (r *Runner) RunOnce(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
-	// Read through the writer: a !check run request is written in a transaction on
-	// that single connection, so this query sees it once that transaction committed.
-	due, err := queryRows(ctx, r.db.Write, `(enabled = 1 AND next_run_at != '' AND next_run_at <= ?) OR run_requested_at != ''
+	// Read in a write transaction: a !check run request is written in one, and writes
+	// take turns (SQLite's single writer, PostgreSQL's writer lock), so this sees a
+	// request whose transaction is still open once it committed instead of missing it.
+	var due []checkRow
+	err = r.db.InTx(ctx, func(tx *sql.Tx) error {
+		var qerr error
+		due, qerr = queryRows(ctx, tx, `(enabled = 1 AND next_run_at != '' AND next_run_at <= ?) OR run_requested_at != ''
 		ORDER BY user_id, next_run_at, name`, store.FormatTime(now))
+		return qerr
+	})
 	if err != nil {
 		return errors.Join(append(errs, fmt.Errorf("heartbeat: due checks: %w", err))...)
 	}

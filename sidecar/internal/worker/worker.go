@@ -435,12 +435,15 @@ func (p *Pool) renewAll() {
 			p.log.Info("task was cancelled; stopping its run", "task_id", r.task.ID, "user_id", r.task.UserID)
 			r.cancel(err)
 		case errors.Is(err, queue.ErrLeaseLost):
-			r.cancel(err)
 			// A handler that has just finished its task and not yet returned lands here
-			// too; that is no news. A task taken away from a live worker is.
+			// too: no news, and it must not be cancelled — its commit may still be on its
+			// way back (PostgreSQL's driver reports a commit cut off by cancellation as
+			// failed even when the server made it). A task taken away from a live worker
+			// is stopped.
 			if cur, gerr := p.q.Get(p.base, r.task.ID); gerr == nil && cur.Status.Finished() && cur.LeaseOwner == p.opts.Owner {
 				continue
 			}
+			r.cancel(err)
 			p.log.Warn("lease lost; stopping the run", "task_id", r.task.ID, "user_id", r.task.UserID, "err", err)
 		default:
 			p.log.Error("renew task lease", "task_id", r.task.ID, "err", err)
