@@ -295,17 +295,7 @@ class NextcloudDelegate {
 	 * @throws InvalidInputException
 	 */
 	private function verified(string $method, string $pathAndQuery, array $headers, string $body): array {
-		$ok = $this->signer->verify(
-			$this->settings->sharedSecret(),
-			$method,
-			$pathAndQuery,
-			$headers[RequestSigner::HEADER_TIMESTAMP] ?? '',
-			$headers[RequestSigner::HEADER_NONCE] ?? '',
-			$headers[RequestSigner::HEADER_SIGNATURE] ?? '',
-			$body,
-			$this->time->getTime(),
-		);
-		if (!$ok) {
+		if (!$this->signer->verifyHeaders($this->settings->sharedSecret(), $method, $pathAndQuery, $headers, $body, $this->time->getTime())) {
 			throw new BadSignatureException();
 		}
 		$in = json_decode($body, true);

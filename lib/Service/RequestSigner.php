@@ -96,4 +96,16 @@ class RequestSigner {
 		}
 		return hash_equals($this->signature($secret, $method, $pathAndQuery, $timestamp, $nonce, $body), strtolower($signature));
 	}
+
+	/**
+	 * verify() with the timestamp, nonce and signature read from a request's headers (as
+	 * headers() writes them); a missing header fails the check.
+	 *
+	 * @param array<string, string> $headers
+	 * @throws SidecarNotConfiguredException when the secret is missing or too short
+	 */
+	public function verifyHeaders(#[\SensitiveParameter] string $secret, string $method, string $pathAndQuery, array $headers, string $body, int $now): bool {
+		return $this->verify($secret, $method, $pathAndQuery, $headers[self::HEADER_TIMESTAMP] ?? '',
+			$headers[self::HEADER_NONCE] ?? '', $headers[self::HEADER_SIGNATURE] ?? '', $body, $now);
+	}
 }

@@ -79,17 +79,7 @@ class SidecarReady {
 	 * @throws BadSignatureException
 	 */
 	private function verify(string $method, string $pathAndQuery, array $headers, string $body): void {
-		$ok = $this->signer->verify(
-			$this->settings->sharedSecret(),
-			$method,
-			$pathAndQuery,
-			$headers[RequestSigner::HEADER_TIMESTAMP] ?? '',
-			$headers[RequestSigner::HEADER_NONCE] ?? '',
-			$headers[RequestSigner::HEADER_SIGNATURE] ?? '',
-			$body,
-			$this->time->getTime(),
-		);
-		if (!$ok) {
+		if (!$this->signer->verifyHeaders($this->settings->sharedSecret(), $method, $pathAndQuery, $headers, $body, $this->time->getTime())) {
 			throw new BadSignatureException();
 		}
 	}
