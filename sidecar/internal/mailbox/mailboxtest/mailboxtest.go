@@ -11,6 +11,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/pem"
 	"io"
 	"log"
 	"math/big"
@@ -46,7 +47,12 @@ type Server struct {
 	// ClientTLS trusts exactly the server's certificate.
 	ClientTLS *tls.Config
 
+	// CAPEM is the server's certificate in PEM, for clients outside the process
+	// (SSL_CERT_FILE).
+	CAPEM []byte
+
 	user *imapmemserver.User
+	stop func()
 	mu   sync.Mutex
 	// logins counts LOGIN attempts, good and bad.
 	logins int
@@ -65,14 +71,28 @@ func (s *Server) Logins() int {
 // Start serves a mailbox for user/password with an empty INBOX until the test ends.
 func Start(t testing.TB, mode Mode, user, password string) *Server {
 	t.Helper()
-	serverTLS, clientTLS := certs(t)
+	s, err := New(mode, user, password)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+// New serves a mailbox for user/password with an empty INBOX until Close, for programs
+// that are not tests (the browser tests' IMAP server, cmd imapd).
+func New(mode Mode, user, password string) (*Server, error) {
+	serverTLS, clientTLS, caPEM, err := certs()
+	if err != nil {
+		return nil, err
+	}
 	mem := imapmemserver.New()
 	u := imapmemserver.NewUser(user, password)
 	if err := u.Create("INBOX", nil); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	mem.AddUser(u)
-	s := &Server{Host: "127.0.0.1", User: user, Password: password, ClientTLS: clientTLS, user: u}
+	s := &Server{Host: "127.0.0.1", User: user, Password: password, ClientTLS: clientTLS, CAPEM: caPEM, user: u}
 	opts := &imapserver.Options{
 		NewSession: func(*imapserver.Conn) (imapserver.Session, *imapserver.GreetingData, error) {
 			return &countingSession{Session: mem.NewSession(), srv: s}, nil, nil
@@ -89,7 +109,7 @@ func Start(t testing.TB, mode Mode, user, password string) *Server {
 	srv := imapserver.New(opts)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	if mode == TLS {
 		ln = tls.NewListener(ln, serverTLS)
@@ -100,15 +120,18 @@ func Start(t testing.TB, mode Mode, user, password string) *Server {
 		defer close(done)
 		_ = srv.Serve(ln)
 	}()
-	t.Cleanup(func() {
+	s.stop = func() {
 		srv.Close()
-		// The server closes only listeners Serve registered; a test that ends first
+		// The server closes only listeners Serve registered; a caller that stops first
 		// would otherwise wait forever.
 		ln.Close()
 		<-done
-	})
-	return s
+	}
+	return s, nil
 }
+
+// Close stops the server and waits for it.
+func (s *Server) Close() { s.stop() }
 
 // countingSession counts logins.
 type countingSession struct {
@@ -134,6 +157,13 @@ func (s *Server) Folder(t testing.TB, name string) {
 // Deliver appends a raw message to folder, received at when (zero: now), read or not.
 func (s *Server) Deliver(t testing.TB, folder, raw string, when time.Time, seen bool) {
 	t.Helper()
+	if err := s.Append(folder, raw, when, seen); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Append is Deliver for programs that are not tests.
+func (s *Server) Append(folder, raw string, when time.Time, seen bool) error {
 	opts := &imap.AppendOptions{Time: when}
 	if seen {
 		opts.Flags = []imap.Flag{imap.FlagSeen}
@@ -141,9 +171,8 @@ func (s *Server) Deliver(t testing.TB, folder, raw string, when time.Time, seen 
 	if when.IsZero() {
 		opts.Time = time.Now()
 	}
-	if _, err := s.user.Append(folder, bytes.NewReader([]byte(raw)), opts); err != nil {
-		t.Fatal(err)
-	}
+	_, err := s.user.Append(folder, bytes.NewReader([]byte(raw)), opts)
+	return err
 }
 
 // Unseen is how many messages of folder are not \Seen.
@@ -159,17 +188,16 @@ func (s *Server) Unseen(t testing.TB, folder string) int {
 // Message builds a small RFC 5322 message.
 func Message(from, subject, body string, date time.Time) string {
 	return "From: " + from + "\r\nTo: alice@example.org\r\nSubject: " + subject +
-		"\r\nDate: " + date.Format(time.RFC1123Z) + "\r\nMessage-ID: <" + strconv.FormatInt(date.UnixNano(), 36) + "." + subject + "@example.org>" +
+		"\r\nDate: " + date.Format(time.RFC1123Z) + "\r\nMessage-ID: <" + strconv.FormatInt(date.UnixNano(), 36) + "@example.org>" +
 		"\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n" + body + "\r\n"
 }
 
-// certs makes a self-signed certificate for 127.0.0.1: the server's config and a
-// client config that trusts exactly it.
-func certs(t testing.TB) (server, client *tls.Config) {
-	t.Helper()
+// certs makes a self-signed certificate for 127.0.0.1: the server's config, a client
+// config that trusts exactly it, and the certificate in PEM.
+func certs() (server, client *tls.Config, caPEM []byte, err error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		t.Fatal(err)
+		return nil, nil, nil, err
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(1),
@@ -177,19 +205,21 @@ func certs(t testing.TB) (server, client *tls.Config) {
 		NotBefore:    time.Now().Add(-time.Hour),
 		NotAfter:     time.Now().Add(24 * time.Hour),
 		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
-		KeyUsage:     x509.KeyUsageDigitalSignature,
+		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		IsCA:         true, BasicConstraintsValid: true,
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
-		t.Fatal(err)
+		return nil, nil, nil, err
 	}
 	cert, err := x509.ParseCertificate(der)
 	if err != nil {
-		t.Fatal(err)
+		return nil, nil, nil, err
 	}
 	pool := x509.NewCertPool()
 	pool.AddCert(cert)
 	return &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}},
-		&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+		&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12},
+		pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), nil
 }
