@@ -52,8 +52,9 @@ type Server struct {
 	CAPEM []byte
 
 	user *imapmemserver.User
-	stop func()
-	mu   sync.Mutex
+	stop      func()
+	closeOnce sync.Once
+	mu        sync.Mutex
 	// logins counts LOGIN attempts, good and bad.
 	logins int
 }
@@ -130,8 +131,8 @@ func New(mode Mode, user, password string) (*Server, error) {
 	return s, nil
 }
 
-// Close stops the server and waits for it.
-func (s *Server) Close() { s.stop() }
+// Close stops the server and waits for it; a second Close does nothing.
+func (s *Server) Close() { s.closeOnce.Do(s.stop) }
 
 // countingSession counts logins.
 type countingSession struct {
