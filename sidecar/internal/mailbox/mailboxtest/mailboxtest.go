@@ -51,7 +51,7 @@ type Server struct {
 	// (SSL_CERT_FILE).
 	CAPEM []byte
 
-	user *imapmemserver.User
+	user      *imapmemserver.User
 	stop      func()
 	closeOnce sync.Once
 	mu        sync.Mutex
