@@ -82,8 +82,10 @@ func RegisterSkill(reg *skills.Registry, opts SkillOptions) error {
 			},
 			Load: skills.Load{
 				Needs: []string{ResourceMailbox},
-				Keywords: []string{"mail", "email", "e mail", "emails", "inbox", "mailbox", "message", "newsletter",
-					"unread", "sender", "wrote", "reply", "replied", "attachment", "invoice", "posteingang", "nachricht"},
+				// Words about mail, not about talking in general: "message" and "reply"
+				// are what Talk requests say all the time.
+				Keywords: []string{"mail", "email", "e mail", "inbox", "newsletter", "unread", "sender", "attachment",
+					"posteingang"},
 			},
 		},
 		Run: func(ctx context.Context, inv skills.Invocation) skills.Result {
