@@ -10,7 +10,9 @@ declare(strict_types=1);
 namespace OCA\Istota\Controller;
 
 use OCA\Istota\Service\MailboxService;
+use OCP\AppFramework\Http;
 use OCP\AppFramework\Http\Attribute\ApiRoute;
+use OCP\AppFramework\Http\Attribute\BruteForceProtection;
 use OCP\AppFramework\Http\Attribute\NoAdminRequired;
 use OCP\AppFramework\Http\DataResponse;
 use OCP\IL10N;
@@ -24,6 +26,9 @@ use Psr\Log\LoggerInterface;
  * never comes back.
  */
 class MailboxController extends OcsBaseController {
+	/** Brute-force bucket of logins the user's mail server refused. */
+	public const THROTTLE_ACTION = 'istota_mailbox';
+
 	public function __construct(
 		IRequest $request,
 		IUserSession $userSession,
@@ -41,11 +46,21 @@ class MailboxController extends OcsBaseController {
 		return $this->forUser(fn (string $uid): array => $this->mailbox->get($uid));
 	}
 
-	/** Logs in with the account given and keeps it when that works; 422 names the field at fault. */
+	/**
+	 * Logs in with the account given and keeps it when that works; 422 names the field at
+	 * fault. A password the mail server refused counts for Nextcloud's brute-force
+	 * protection, so the page cannot be used to guess someone's mail password quickly.
+	 */
 	#[NoAdminRequired]
+	#[BruteForceProtection(action: self::THROTTLE_ACTION)]
 	#[ApiRoute(verb: 'PUT', url: '/api/v1/me/mailbox')]
 	public function connect(mixed $host = null, mixed $port = null, mixed $tls = null, mixed $username = null, #[\SensitiveParameter] mixed $password = null): DataResponse {
-		return $this->forUser(fn (string $uid): array => $this->mailbox->connect($uid, $host, $port, $tls, $username, $password));
+		$response = $this->forUser(fn (string $uid): array => $this->mailbox->connect($uid, $host, $port, $tls, $username, $password));
+		$data = $response->getData();
+		if ($response->getStatus() === Http::STATUS_UNPROCESSABLE_ENTITY && is_array($data) && isset($data['fields']['password'])) {
+			$response->throttle(['action' => self::THROTTLE_ACTION]);
+		}
+		return $response;
 	}
 
 	/** Logs in with the stored account now. */

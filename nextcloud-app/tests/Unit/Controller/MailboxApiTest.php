@@ -79,6 +79,10 @@ class MailboxApiTest extends TestCase {
 		$data = $response->getData();
 		$this->assertSame('invalid_settings', $data['code']);
 		$this->assertStringContainsString('refused the user name', $data['fields']['password']);
+		// Counted for brute-force protection; a bad host is not.
+		$this->assertTrue($response->isThrottled());
+		$this->assertSame(['action' => 'istota_mailbox'], $response->getThrottleMetadata());
+		$this->assertFalse($this->h->mailboxController()->connect('', 993, 'tls', 'alice@example.com', 'x')->isThrottled());
 		$this->assertStringNotContainsString('not-the-password-7', json_encode($data));
 		$this->assertStringNotContainsString('not-the-password-7', $this->h->logger->dump());
 	}
