@@ -62,7 +62,7 @@ func testFigures(t *testing.T, e *env) {
 		id, took := nc.post(t, "alice", nts, "Quick question "+marker)
 		// The listener adds 👀 inside the sender's request: it is there when POST returns.
 		if !botReacted(nc.reactions(t, "alice", nts, id), "👀") {
-			t.Errorf("no 👀 on %s when its POST returned", marker)
+			t.Errorf("no 👀 on %s when its POST returned%s", marker, nc.reactionErrors())
 		}
 		toEyes = append(toEyes, took)
 		for {

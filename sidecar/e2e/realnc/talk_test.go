@@ -95,7 +95,7 @@ func testTalk(t *testing.T, e *env) {
 			t.Errorf("the answer is not a reply to the question: %+v", replies[0])
 		}
 		if r := nc.reactions(t, "alice", nts, id); !botReacted(r, "👀") {
-			t.Errorf("no 👀 on the addressed message: %v", r)
+			t.Errorf("no 👀 on the addressed message: %v%s", r, nc.reactionErrors())
 		}
 	})
 
@@ -117,7 +117,7 @@ func testTalk(t *testing.T, e *env) {
 			t.Fatalf("answer to bob: %+v", answer)
 		}
 		if r := nc.reactions(t, "bob", group, addressed); !botReacted(r, "👀") {
-			t.Errorf("no 👀 on bob's mention: %v", r)
+			t.Errorf("no 👀 on bob's mention: %v%s", r, nc.reactionErrors())
 		}
 		if r := nc.reactions(t, "bob", group, plain); botReacted(r, "👀") {
 			t.Errorf("👀 on a message that did not address the bot: %v", r)
@@ -271,7 +271,7 @@ func testSidecarDown(t *testing.T, e *env, token string) {
 		e.script(marker, fakeapi.Reply("Answer while you waited "+marker+"-answer"))
 		ids[i], _ = nc.post(t, "alice", token, "Question asked while the sidecar is down "+marker)
 		if r := nc.reactions(t, "alice", token, ids[i]); !botReacted(r, "👀") {
-			t.Errorf("no 👀 while the sidecar is down: %v", r)
+			t.Errorf("no 👀 while the sidecar is down: %v%s", r, nc.reactionErrors())
 		}
 	}
 	if out, _ := nc.occ("istota:self-test"); !strings.Contains(out, "✗ sidecar reachable") || !strings.Contains(out, "4 Talk event(s) waiting") {

@@ -3,6 +3,8 @@ package realnc
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -194,4 +196,32 @@ func (nc *nextcloud) shareIntoRoom(t testing.TB, user, path, token string) {
 	if r.Status != 200 {
 		t.Fatalf("share %s into %s as %s: %d %s", path, token, user, r.Status, r.Raw)
 	}
+}
+
+// reactionErrors is what the server logged when Talk could not store a bot's reaction
+// (Talk's BotService catches and logs the failure; the sender's POST still succeeds), so
+// a missing 👀 says whether the app asked for it and the server failed to write it.
+func (nc *nextcloud) reactionErrors() string {
+	data, err := os.ReadFile(filepath.Join(nc.root, "data", "nextcloud.log"))
+	if err != nil {
+		return "\n(nextcloud.log: " + err.Error() + ")"
+	}
+	var b strings.Builder
+	for _, line := range strings.Split(string(data), "\n") {
+		if !strings.Contains(line, "react as a bot") {
+			continue
+		}
+		var entry struct {
+			Time    string `json:"time"`
+			Message string `json:"message"`
+		}
+		if json.Unmarshal([]byte(line), &entry) != nil {
+			entry.Message = line
+		}
+		fmt.Fprintf(&b, "\nnextcloud.log %s: %.300s", entry.Time, entry.Message)
+	}
+	if b.Len() == 0 {
+		return "\n(nextcloud.log has no error about a bot's reaction)"
+	}
+	return b.String()
 }
