@@ -10,17 +10,13 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"os"
-	"os/user"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/istota/istota/sidecar/internal/netproxy"
-	"github.com/istota/istota/sidecar/internal/sandbox"
+	"github.com/istota/istota/sidecar/internal/render/rendertest"
 	"github.com/istota/istota/sidecar/internal/sandbox/sandboxtest"
 )
 
@@ -80,17 +76,6 @@ func (o *origin) requests() []string {
 	return append([]string(nil), o.got...)
 }
 
-// testUID is the uid the tests' sandboxes run as when the tests run as root: one no
-// account and no other test uses, so the processes left after a render can be counted
-// by it.
-func testUID(t *testing.T) uint32 {
-	for uid := 40000 + os.Getpid()%20000; ; uid++ {
-		if _, err := user.LookupId(strconv.Itoa(uid)); err != nil {
-			return uint32(uid)
-		}
-	}
-}
-
 // newRenderer builds a Renderer on a real sandbox runner (the test binary stands in for
 // the istota binary, the init is the real istota-init) with this network policy.
 func newRenderer(t *testing.T, allow []string, resolver fakeResolver, timeout time.Duration) (*Renderer, uint32) {
@@ -98,32 +83,7 @@ func newRenderer(t *testing.T, allow []string, resolver fakeResolver, timeout ti
 	if _, err := os.Stat(DefaultChromium); err != nil {
 		t.Fatalf("this test needs Debian's chromium (scripts/deps.sh): %v", err)
 	}
-	base := t.TempDir()
-	for _, d := range []string{filepath.Dir(base), base} {
-		if err := os.Chmod(d, 0o711); err != nil {
-			t.Fatal(err)
-		}
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	self := filepath.Join(base, "istota")
-	if err := os.Link(exe, self); err != nil {
-		t.Fatal(err)
-	}
-	cfg := sandbox.Config{SelfPath: self, InitPath: sandboxtest.Init(t, base), SocketDir: filepath.Join(base, "sockets"),
-		Limits: sandbox.Limits{Processes: 1024, OpenFiles: 4096}}
-	uid := uint32(os.Geteuid())
-	if uid == 0 {
-		uid = testUID(t)
-		cfg.AgentUID, cfg.AgentGID = uid, uid
-	}
-	runner, err := sandbox.New(cfg, testLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { runner.Close() })
+	runner, uid := rendertest.Runner(t)
 	rules, err := netproxy.ParseRules(allow)
 	if err != nil {
 		t.Fatal(err)
@@ -231,7 +191,7 @@ func TestRenderTimeout(t *testing.T) {
 	}
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		left := processesOf(uid)
+		left := rendertest.ProcessesOf(uid)
 		if len(left) == 0 {
 			break
 		}
@@ -240,24 +200,6 @@ func TestRenderTimeout(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-}
-
-// processesOf lists the command lines of the host's processes running as uid.
-func processesOf(uid uint32) []string {
-	entries, _ := os.ReadDir("/proc")
-	var out []string
-	for _, e := range entries {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
-			continue
-		}
-		var st syscall.Stat_t
-		if syscall.Stat("/proc/"+e.Name(), &st) != nil || st.Uid != uid {
-			continue
-		}
-		b, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		out = append(out, strings.ReplaceAll(string(b), "\x00", " "))
-	}
-	return out
 }
 
 // TestCheck: the doctor's check renders its own page.
