@@ -45,7 +45,11 @@ func (s *sidecar) registerContentSkills(reg *skills.Registry, kvs *kv.Store, aud
 	if err := briefing.RegisterRemindersSkill(reg, briefing.RemindersOptions{Store: kvs, Zone: s.zoneOrUTC}); err != nil {
 		return err
 	}
-	if err := browse.Register(reg, browse.Options{Fetcher: s.web, Events: s.queue, Logger: s.log.With("component", "browse")}); err != nil {
+	bopts := browse.Options{Fetcher: s.web, Events: s.queue, Logger: s.log.With("component", "browse")}
+	if s.renderer != nil {
+		bopts.Renderer = s.renderer
+	}
+	if err := browse.Register(reg, bopts); err != nil {
 		return err
 	}
 	if s.app == nil {

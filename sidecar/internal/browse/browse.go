@@ -70,7 +70,7 @@ type Options struct {
 	// Renderer renders pages with their scripts in a headless browser; nil means an
 	// administrator did not enable it, and --render is refused.
 	Renderer Renderer
-	Logger *slog.Logger
+	Logger   *slog.Logger
 }
 
 // Renderer loads a page in a headless browser (*render.Renderer).
