@@ -296,6 +296,9 @@ func openSidecar(ctx context.Context, cfg config.Config, log *slog.Logger, why p
 	if err := memory.RegisterSkill(registry, s.mem, factStore{s.graph}, taskConversations{s.queue}); err != nil {
 		return nil, err
 	}
+	if err := s.registerOCR(registry); err != nil {
+		return nil, err
+	}
 	if nc := cfg.Nextcloud; nc.BotUser != "" && nc.BotPassword != "" {
 		// Calendars the users shared with the bot account: one client for the skill,
 		// heartbeats, briefings and the settings pages.

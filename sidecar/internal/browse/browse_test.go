@@ -14,8 +14,8 @@ import (
 	"github.com/istota/istota/sidecar/internal/approval"
 	"github.com/istota/istota/sidecar/internal/netproxy"
 	"github.com/istota/istota/sidecar/internal/render"
-	"github.com/istota/istota/sidecar/internal/render/rendertest"
 	"github.com/istota/istota/sidecar/internal/sandbox/sandboxtest"
+	"github.com/istota/istota/sidecar/internal/sandbox/testrunner"
 	"github.com/istota/istota/sidecar/internal/skills"
 	"github.com/istota/istota/sidecar/internal/webfetch"
 )
@@ -283,7 +283,7 @@ func newRenderingSkill(t *testing.T, hp string) (skills.Skill, *events) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runner, _ := rendertest.Runner(t)
+	runner, _ := testrunner.Runner(t)
 	r, err := render.New(render.Options{Runner: runner, Proxy: netproxy.Options{Allow: rules, AllowPrivate: []string{hp}}, Timeout: 45 * time.Second})
 	if err != nil {
 		t.Fatal(err)

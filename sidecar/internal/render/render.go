@@ -209,9 +209,9 @@ func (r *Renderer) run(ctx context.Context, job Job, target string) (Page, error
 	r.log.Debug("page rendered", "task_id", job.TaskID, "bytes", len(page.DOM), "requests", len(page.Requests)+page.MoreRequests,
 		"took", time.Since(start), "err", err)
 	switch {
-	case ctx.Err() != nil && errors.Is(ctx.Err(), context.DeadlineExceeded):
+	case err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return page, fmt.Errorf("render: %w (%s)", ErrTimeout, r.opts.Timeout)
-	case ctx.Err() != nil:
+	case err != nil && ctx.Err() != nil:
 		return page, fmt.Errorf("render: %w", ctx.Err())
 	case err != nil:
 		return page, fmt.Errorf("render: Chromium failed (%v)%s", err, lastMessage(errs.buf.String()))

@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/istota/istota/sidecar/internal/netproxy"
-	"github.com/istota/istota/sidecar/internal/render/rendertest"
 	"github.com/istota/istota/sidecar/internal/sandbox/sandboxtest"
+	"github.com/istota/istota/sidecar/internal/sandbox/testrunner"
 )
 
 func TestMain(m *testing.M) {
@@ -83,7 +83,7 @@ func newRenderer(t *testing.T, allow []string, resolver fakeResolver, timeout ti
 	if _, err := os.Stat(DefaultChromium); err != nil {
 		t.Fatalf("this test needs Debian's chromium (scripts/deps.sh): %v", err)
 	}
-	runner, uid := rendertest.Runner(t)
+	runner, uid := testrunner.Runner(t)
 	rules, err := netproxy.ParseRules(allow)
 	if err != nil {
 		t.Fatal(err)
@@ -191,7 +191,7 @@ func TestRenderTimeout(t *testing.T) {
 	}
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		left := rendertest.ProcessesOf(uid)
+		left := testrunner.ProcessesOf(uid)
 		if len(left) == 0 {
 			break
 		}

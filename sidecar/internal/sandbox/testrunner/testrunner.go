@@ -1,8 +1,9 @@
-// Package rendertest builds real sandbox runners for tests that render pages with
-// Chromium: the test binary stands in for the istota binary, the init is the real
-// istota-init (sandboxtest), and when the tests run as root the sandboxes run as a uid
-// of their own, so that what is left of them can be counted.
-package rendertest
+// Package testrunner builds real sandbox runners for the tests of packages that run
+// tools in sandboxes of their own (Chromium for render, tesseract for ocr): the test
+// binary stands in for the istota binary, the init is the real istota-init
+// (sandboxtest), and when the tests run as root the sandboxes run as a uid of their
+// own, so that what is left of them can be counted.
+package testrunner
 
 import (
 	"os"
@@ -17,7 +18,7 @@ import (
 	"github.com/istota/istota/sidecar/internal/sandbox/sandboxtest"
 )
 
-// Limits are the resource limits the wiring gives Chromium's sandboxes too.
+// Limits are the tests' resource limits: room for Chromium's threads.
 var Limits = sandbox.Limits{Processes: 1024, OpenFiles: 4096}
 
 // Runner returns a sandbox runner and the uid its sandboxes run as. Call
