@@ -48,6 +48,8 @@ const DefaultChromium = "/usr/lib/chromium/chromium"
 const (
 	DefaultTimeout  = 30 * time.Second
 	DefaultMaxBytes = 5 << 20
+	// DefaultMaxConcurrent is how many pages are rendered at once by default.
+	DefaultMaxConcurrent = 2
 	// maxRequests bounds the decisions one render reports; the rest are counted.
 	maxRequests = 200
 	// maxStderr bounds what is kept of Chromium's own messages.
@@ -81,13 +83,17 @@ type Options struct {
 	Timeout time.Duration
 	// MaxBytes bounds the document kept; 0 is DefaultMaxBytes.
 	MaxBytes int
-	Logger   *slog.Logger
+	// MaxConcurrent bounds the Chromiums running at once (each takes a few hundred MB);
+	// more renders wait for a turn within their own time. 0 is DefaultMaxConcurrent.
+	MaxConcurrent int
+	Logger        *slog.Logger
 }
 
 // Renderer renders pages. It is safe for concurrent use.
 type Renderer struct {
-	opts Options
-	log  *slog.Logger
+	opts  Options
+	log   *slog.Logger
+	turns chan struct{} // one token per render running
 }
 
 // New checks opts and returns a Renderer.
@@ -117,10 +123,13 @@ func New(opts Options) (*Renderer, error) {
 	if opts.MaxBytes <= 0 {
 		opts.MaxBytes = DefaultMaxBytes
 	}
+	if opts.MaxConcurrent <= 0 {
+		opts.MaxConcurrent = DefaultMaxConcurrent
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Renderer{opts: opts, log: opts.Logger.With("component", "render")}, nil
+	return &Renderer{opts: opts, log: opts.Logger.With("component", "render"), turns: make(chan struct{}, opts.MaxConcurrent)}, nil
 }
 
 // Job is one page to render.
@@ -175,6 +184,12 @@ func (r *Renderer) Check(ctx context.Context) error {
 func (r *Renderer) run(ctx context.Context, job Job, target string) (Page, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.opts.Timeout)
 	defer cancel()
+	select {
+	case r.turns <- struct{}{}:
+		defer func() { <-r.turns }()
+	case <-ctx.Done():
+		return Page{}, fmt.Errorf("render: %w: other pages were being rendered all the while", ErrTimeout)
+	}
 
 	var rec recorder
 	popts := r.opts.Proxy

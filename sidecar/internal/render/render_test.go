@@ -215,3 +215,33 @@ func TestNewRefuses(t *testing.T) {
 		t.Errorf("no runner: %v", err)
 	}
 }
+
+// TestRenderTurns: no more Chromiums run at once than MaxConcurrent; a render that finds
+// no turn within its time says so.
+func TestRenderTurns(t *testing.T) {
+	site := newOrigin(t, map[string]string{"/spin": `<html><body><script>for (;;) {}</script></body></html>`, "/ok": `<p>fine</p>`})
+	host := hostPort("site.test", site.port)
+	r, _ := newRenderer(t, []string{host}, fakeResolver{"site.test": loopback}, 8*time.Second)
+	r.turns = make(chan struct{}, 1)
+	spun := make(chan error, 1)
+	go func() {
+		_, err := r.Render(context.Background(), Job{UserID: "alice", URL: "http://" + host + "/spin", PageHosts: []string{"site.test"}})
+		spun <- err
+	}()
+	for len(r.turns) == 0 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	// The first holds its turn until it is killed, 8 s after it began.
+	short, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_, err := r.Render(short, Job{UserID: "alice", URL: "http://" + host + "/ok", PageHosts: []string{"site.test"}})
+	if !errors.Is(err, ErrTimeout) || !strings.Contains(err.Error(), "other pages were being rendered") {
+		t.Errorf("second render: %v", err)
+	}
+	if err := <-spun; !errors.Is(err, ErrTimeout) {
+		t.Errorf("first render: %v", err)
+	}
+	if got := site.requests(); strings.Contains(strings.Join(got, " "), "/ok") {
+		t.Errorf("the second page was loaded while the first ran: %q", got)
+	}
+}
