@@ -108,6 +108,11 @@ func testVoice(t *testing.T, e *env) {
 	// A photo: this Nextcloud has no OCR provider (its task types list none), so the ocr
 	// skill reads it with tesseract in a sandbox of its own.
 	t.Run("a photo without an OCR provider", func(t *testing.T) {
+		// The premise: this Nextcloud lists no OCR task type (31 has none in core, and no
+		// provider app is installed), so the skill's first choice answers "none".
+		if r := nc.ocs(t, "alice", "GET", "/ocs/v2.php/taskprocessing/tasktypes", nil); r.Status != http.StatusOK || strings.Contains(string(r.Data), "core:image2text:ocr") {
+			t.Fatalf("task types: %d %s", r.Status, r.Data)
+		}
 		nc.putFile(t, "alice", "Talk/oc0-receipt.png", receiptPNG(t))
 		e.script("oc0-receipt",
 			fakeapi.Bash("Reading the photo.", `istota skill ocr "$(ls /workspace/inbox/*oc0-receipt*.png | head -n 1)"; echo "ocr-exit=$?"`),
