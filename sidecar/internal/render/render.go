@@ -236,12 +236,12 @@ func (r *Renderer) run(ctx context.Context, job Job, target string) (Page, error
 	return page, nil
 }
 
-// argv is Chromium's command line. Loading stops (and the document is printed) a few
-// seconds before the hard timeout, so a page with a hanging request still gives what it
-// has; scripts' timers run on virtual time, so content a page writes after a delay is
-// there without waiting for it.
+// argv is Chromium's command line. Loading stops (and the document is printed) at half
+// the hard timeout, so a page with a request that never ends still gives what it has
+// (Chromium takes a few seconds more to print it); scripts' timers run on virtual time,
+// so content a page writes after a delay is there without waiting for it.
 func (r *Renderer) argv(target string) []string {
-	stop := r.opts.Timeout * 2 / 3
+	stop := r.opts.Timeout / 2
 	budget := min(stop/2, 10*time.Second)
 	return []string{
 		r.opts.Chromium,

@@ -245,3 +245,30 @@ func TestRenderTurns(t *testing.T) {
 		t.Errorf("the second page was loaded while the first ran: %q", got)
 	}
 }
+
+// TestRenderStopsLoading: a request that never finishes does not cost the page: loading
+// is stopped before the timeout and the document, scripts run, is printed.
+func TestRenderStopsLoading(t *testing.T) {
+	release := make(chan struct{})
+	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(hang.Close)
+	t.Cleanup(func() { close(release) }) // runs first, so hang.Close does not wait
+	_, hport, _ := net.SplitHostPort(hang.Listener.Addr().String())
+	site := newOrigin(t, map[string]string{"/slow": `<html><body><p>static text</p><img src="http://site.test:` + hport + `/never.png">
+<script>document.body.insertAdjacentHTML("beforeend", "<p>script ran</p>")</script></body></html>`})
+	host := hostPort("site.test", site.port)
+	r, _ := newRenderer(t, []string{host, hostPort("site.test", hport)}, fakeResolver{"site.test": loopback}, 15*time.Second)
+	start := time.Now()
+	page, err := r.Render(context.Background(), Job{UserID: "alice", URL: "http://" + host + "/slow", PageHosts: []string{"site.test"}})
+	if err != nil {
+		t.Fatalf("%v after %s", err, time.Since(start))
+	}
+	if !strings.Contains(string(page.DOM), "script ran") || !strings.Contains(string(page.DOM), "static text") {
+		t.Errorf("document:\n%s", page.DOM)
+	}
+}
