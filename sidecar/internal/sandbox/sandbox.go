@@ -187,7 +187,9 @@ type Spec struct {
 	UserID string
 	// Workspace is the user's workspace on the host, bound read-write at WorkspaceDir.
 	// Like Home, Tmp and Mount sources it must be an absolute path with no symbolic
-	// link on it: resolve the configured base directory once at startup.
+	// link on it: resolve the configured base directory once at startup. Empty gives an
+	// empty tmpfs, for runs that must see no user's files (a page rendered in a headless
+	// browser); the unsandboxed mode refuses that, as it has no tmpfs to give.
 	Workspace string
 	// Home is the user's persistent home (Claude Code keeps sessions there), bound
 	// read-write at HomeDir. Empty gives an empty tmpfs.
@@ -529,8 +531,8 @@ var reservedDest = []string{"/", "/usr", "/etc", "/proc", "/dev", "/bin", "/sbin
 
 // validate checks everything in spec that does not touch the filesystem.
 func (r *Runner) validate(spec *Spec) error {
-	if spec.Workspace == "" {
-		return errors.New("workspace is required")
+	if spec.Workspace == "" && r.cfg.Unsandboxed {
+		return errors.New("workspace is required without the sandbox")
 	}
 	if len(spec.Argv) == 0 && spec.AgentBinary == "" {
 		return errors.New("argv is empty and no agent binary is set")
@@ -789,8 +791,12 @@ func (r *Runner) prepareSandbox(ctx context.Context, spec *Spec, run *Run) error
 		b.add("--perms", "0644", "--ro-bind-data", keep(f), df.dest)
 	}
 	b.add("--dev", "/dev", "--proc", "/proc")
-	if err := bindDir(spec.Workspace, WorkspaceDir, true); err != nil {
-		return fmt.Errorf("workspace: %w", err)
+	if spec.Workspace != "" {
+		if err := bindDir(spec.Workspace, WorkspaceDir, true); err != nil {
+			return fmt.Errorf("workspace: %w", err)
+		}
+	} else {
+		b.add("--tmpfs", WorkspaceDir)
 	}
 	if spec.Home != "" {
 		if err := bindDir(spec.Home, HomeDir, true); err != nil {
@@ -973,6 +979,10 @@ func (r *Runner) initArgv() []string {
 	}
 	return []string{SelfBinary, InitCommand, protocol}
 }
+
+// Unsandboxed reports whether the Runner runs commands directly on the host (the
+// development mode), without any isolation.
+func (r *Runner) Unsandboxed() bool { return r.cfg.Unsandboxed }
 
 // InitInUse says which init the sandboxes run, for the logs and `istota doctor`.
 func (r *Runner) InitInUse() string {

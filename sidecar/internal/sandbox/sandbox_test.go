@@ -380,7 +380,6 @@ func TestSpecValidation(t *testing.T) {
 		mutate func(*Spec)
 		want   string
 	}{
-		{"no workspace", func(s *Spec) { s.Workspace = "" }, "workspace is required"},
 		{"symlinked workspace", func(s *Spec) { s.Workspace = link }, "symbolic link"},
 		{"workspace through symlinked parent", func(s *Spec) { s.Workspace = filepath.Join(through, "workspace") }, "symbolic link"},
 		{"symlinked home", func(s *Spec) { s.Home = link }, "symbolic link"},
@@ -829,6 +828,27 @@ func TestUnsandboxedMode(t *testing.T) {
 	}
 	if len(calls) != 1 || calls[0] != "sk-real" {
 		t.Errorf("upstream saw keys %q", calls)
+	}
+	// Without the sandbox there is no tmpfs to stand for a missing workspace.
+	spec.Workspace, spec.LLM = "", nil
+	if rn, err := r.Prepare(context.Background(), spec); err == nil || !strings.Contains(err.Error(), "workspace is required") {
+		if rn != nil {
+			rn.Close()
+		}
+		t.Errorf("an unsandboxed run without a workspace: %v", err)
+	}
+}
+
+// TestNoWorkspace: a run without a workspace (a page rendered for the browse skill)
+// gets an empty, writable tmpfs at /workspace and no user's files.
+func TestNoWorkspace(t *testing.T) {
+	e := newTestEnv(t)
+	r := e.runner(t)
+	spec := Spec{TaskID: 3, UserID: "alice"}
+	res := sh(t, r, spec, `ls -A /workspace | wc -l; echo x > /workspace/f && cat /workspace/f; pwd; stat -f -c %T /workspace`)
+	mustSucceed(t, res)
+	if res.stdout != "0\nx\n/workspace\ntmpfs\n" {
+		t.Errorf("got %q", res.stdout)
 	}
 }
 
