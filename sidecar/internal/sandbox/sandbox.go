@@ -237,8 +237,9 @@ type Runner struct {
 	protocol  int    // tests only: the init protocol version asked for; 0 is sandboxinit.Protocol
 	rootArgs  []string
 	etc       []etcData // synthetic passwd, group and hosts, the same for every sandbox
-	// prlimit is util-linux prlimit, through which the init sets the command's limits;
-	// empty: the init sets them by a second start of the istota binary (a Go start more).
+	// prlimit is util-linux prlimit, through which the Go fallback init (no InitPath)
+	// sets the command's limits; empty: istota-init sets them itself, or the fallback
+	// sets them by a second start of the istota binary (a Go start more).
 	prlimit   string
 	owned     *ownedTrees // nil unless switchTo
 	transport *http.Transport
@@ -305,7 +306,9 @@ func New(cfg Config, logger *slog.Logger) (*Runner, error) {
 		r.seccomp = prog
 		r.rootArgs = systemRootArgs()
 		r.etc = syntheticEtc(r.uid, r.gid)
-		if len(cfg.Limits.flags()) > 0 {
+		// istota-init sets the limits itself; only the istota binary's Go fallback
+		// needs a helper for them.
+		if len(cfg.Limits.flags()) > 0 && r.cfg.InitPath == "" {
 			if err := checkPrlimit(prlimitPath); err != nil {
 				logger.Info("sandbox: resource limits are set by a second start of the istota binary in every sandbox, which is slower", "reason", err)
 			} else {
