@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-
 )
 
 // evalSeccomp runs the filter on one seccomp_data (nr, arch) the way the kernel does,
