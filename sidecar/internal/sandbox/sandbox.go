@@ -2,9 +2,9 @@
 // unprivileged user, with nothing secret inside.
 //
 // The chain for one task is: sidecar → bwrap (started with an environment built from
-// nothing, already switched to the agent uid) → istota-init as pid 1 of the sandbox
-// (package sandboxinit; the istota binary's "sandbox-init" when an older install lacks
-// it) → the agent command. The init listens on
+// nothing, already switched to the agent uid) → istota-init as pid 1 of the sandbox (a
+// small static C program, cmd/istota-init; the istota binary's "sandbox-init", package
+// sandboxinit, when an older install lacks it) → the agent command. The init listens on
 // 127.0.0.1 ports inside the sandbox's private network namespace and passes each
 // connection to a per-task Unix socket served by the sidecar; that is how the agent
 // reaches the LLM gateway, which swaps the per-task token for the real API key outside
@@ -51,8 +51,8 @@ const (
 	SelfBinary = "/opt/istota/bin/istota"
 	// InitBinary is where Config.InitPath appears; it runs as the sandbox's pid 1.
 	InitBinary = "/opt/istota/bin/" + InitFile
-	// InitFile is the name of the dedicated init binary (cmd/istota-init). It ships
-	// beside the istota binary, and the sidecar looks for it there.
+	// InitFile is the name of the dedicated init binary (cmd/istota-init, in C). It
+	// ships beside the istota binary, and the sidecar looks for it there.
 	InitFile = "istota-init"
 	// AgentBinDir holds Spec.AgentBinary; it is first on PATH.
 	AgentBinDir = "/opt/istota/agent"

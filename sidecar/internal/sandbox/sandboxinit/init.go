@@ -56,7 +56,7 @@ type Self struct {
 	// Name prefixes the init's own messages on the task's stderr.
 	Name string
 	// Args come between the binary and the init's flags when the init starts itself
-	// again (--exec): none for istota-init, "sandbox-init" for the istota binary.
+	// again (--exec): "sandbox-init" for the istota binary, "sandboxinit-test" in tests.
 	Args []string
 }
 

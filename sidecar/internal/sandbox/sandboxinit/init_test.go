@@ -191,6 +191,11 @@ func TestCommands(t *testing.T) {
 	if err := os.WriteFile(garbage, []byte("\x00\x01\x02\x03"), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// Found and executable, but its interpreter is missing: execve fails with ENOENT.
+	orphan := filepath.Join(dir, "orphan")
+	if err := os.WriteFile(orphan, []byte("#!/no/such/interpreter\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	dot := filepath.Join(dir, "dotcmd")
 	if err := os.WriteFile(dot, []byte("#!/bin/sh\necho ran\n"), 0o755); err != nil {
 		t.Fatal(err)
@@ -221,6 +226,9 @@ func TestCommands(t *testing.T) {
 		{"a directory, with limits", []string{"--rlimit", "cpu=50", "--", dir}, nil, 126, "", "istota-init: " + dir + " is not a regular file\n"},
 		{"not a program", []string{"--", garbage}, nil, 126, "", "istota-init: start " + garbage + ": exec format error\n"},
 		{"not a program, with limits", []string{"--rlimit", "nofile=50", "--", garbage}, nil, 126, "", "istota-init: set a resource limit or exec the command: exec format error\n"},
+		{"missing interpreter", []string{"--", orphan}, nil, 127, "", "istota-init: start " + orphan + ": no such file or directory\n"},
+		{"missing interpreter, with limits", []string{"--rlimit", "cpu=50", "--", orphan}, nil, 127, "", "istota-init: set a resource limit or exec the command: no such file or directory\n"},
+		{"--exec: missing interpreter", []string{"--exec", "--", orphan}, nil, 127, "", "istota-init: set a resource limit or exec the command: no such file or directory\n"},
 		{"limits on the command, not on the init",
 			[]string{"--rlimit", "nofile=77", "--rlimit", "cpu=99", "--rlimit", "nproc=4000", "--rlimit", "as=4294967296", "--",
 				"sh", "-c", `ulimit -n; ulimit -t; ulimit -v; grep '^Max processes' /proc/self/limits | tr -s ' '; grep -cE '^Max (open files|cpu time|processes) +(77|99|4000) ' /proc/$PPID/limits`},
