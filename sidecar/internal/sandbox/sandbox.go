@@ -87,7 +87,8 @@ type Config struct {
 	SelfPath string
 	// InitPath is the host path of istota-init, the dedicated init binary built with
 	// this sidecar (InitFile). It is bound read-only at InitBinary and runs as every
-	// sandbox's pid 1; it starts about 20 ms faster than the whole istota binary.
+	// sandbox's pid 1; a small static C program, it starts and ends tens of milliseconds
+	// faster than the whole istota binary (BenchmarkSandboxOverhead).
 	// Empty: the istota binary is the init. Symlinks are resolved once.
 	InitPath string
 	// SocketDir holds one private directory per task for its Unix sockets. It is created
@@ -985,7 +986,7 @@ func (r *Runner) InitInUse() string {
 	case r.cfg.InitPath != "":
 		return fmt.Sprintf("%s (protocol %d)", r.cfg.InitPath, sandboxinit.Protocol)
 	}
-	return r.cfg.SelfPath + " " + InitCommand + " (the istota binary itself: each task starts about 20 ms slower than with " + InitFile + ")"
+	return r.cfg.SelfPath + " " + InitCommand + " (the istota binary itself: each task starts tens of milliseconds slower than with " + InitFile + ")"
 }
 
 // addService creates the socket for one service, binds it into the sandbox, starts it
