@@ -680,11 +680,16 @@ static void conn_close(struct conn *c)
 	closed_conns = c;
 }
 
+/* A direction moves at most this many buffers per wake-up, so that one busy connection
+ * cannot starve the others (epoll is level-triggered: the rest waits for the next turn). */
+#define PUMP_BUDGET 16
+
 /* pump moves what it can from src to dst without blocking. At the source's end, or
  * when dst refuses data, it shuts dst for writing, which the far side reads as the end
  * (a half-close: the other direction goes on). */
 static void pump(struct dir *d, int src, int dst)
 {
+	int budget = PUMP_BUDGET;
 	while (!d->done) {
 		if (d->len > 0) {
 			ssize_t n = send(dst, d->buf + d->off, d->len, MSG_NOSIGNAL);
@@ -708,6 +713,8 @@ static void pump(struct dir *d, int src, int dst)
 			d->done = true;
 			return;
 		}
+		if (budget-- == 0)
+			return;
 		ssize_t n = recv(src, d->buf, sizeof(d->buf), 0);
 		if (n < 0 && errno == EINTR)
 			continue;
