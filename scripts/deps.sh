@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 
 apt_packages=(
   bubblewrap          # the per-task sandbox
+  libc6-dev           # libc.a: istota (cgo) and its sandbox init istota-init (C) link static
   php-cli php-xml php-mbstring php-sqlite3 php-curl
   phpunit             # PHP tests (Debian's 9.6, no Composer)
   php-symfony-console php-psr-log php-psr-container

@@ -60,7 +60,7 @@ func newSandboxLaunchers(ctx context.Context, cfg config.Config, willRun bool, l
 	if !scfg.Unsandboxed && scfg.InitPath == "" {
 		// An install from before istota-init shipped, or one that lost the file: tasks
 		// still run, with the whole istota binary as their init.
-		log.Warn("sandbox: "+sandbox.InitFile+" is missing beside the istota binary, so every sandbox starts the whole istota binary as its init, about 20 ms slower per task; install "+sandbox.InitFile+" from the same release beside it",
+		log.Warn("sandbox: "+sandbox.InitFile+" is missing beside the istota binary, so every sandbox starts the whole istota binary as its init, tens of milliseconds slower per task; install "+sandbox.InitFile+" from the same release beside it",
 			"looked_for", initBeside(scfg.SelfPath))
 	}
 	if scfg.Unsandboxed {

@@ -27,9 +27,10 @@ const overheadRounds = 200
 // sandbox as a task gets it: Prepare, bwrap, the init with the default resource limits,
 // the LLM gateway, two bridged service sockets standing in for the network and
 // credential proxies, Close. The first has the istota binary as shipped (static,
-// stripped) as its init ("istota sandbox-init", what an install without istota-init
-// runs), the second istota-init as shipped. The goal of issue 12 is sandboxed ≤ bare +
-// 10 ms at the median, with istota-init.
+// stripped) as its init: the Go fallback "istota sandbox-init", which an install without
+// istota-init runs, setting the limits through util-linux prlimit. The second has
+// istota-init as shipped: the static C program, which sets the limits itself. The goal
+// of issue 12 is sandboxed ≤ bare + 10 ms at the median, with istota-init.
 func BenchmarkSandboxOverhead(b *testing.B) {
 	e := newTestEnv(b)
 	e.cfg.SelfPath = shippedBinary(b, e.base)

@@ -2,9 +2,9 @@
 // unprivileged user, with nothing secret inside.
 //
 // The chain for one task is: sidecar → bwrap (started with an environment built from
-// nothing, already switched to the agent uid) → istota-init as pid 1 of the sandbox
-// (package sandboxinit; the istota binary's "sandbox-init" when an older install lacks
-// it) → the agent command. The init listens on
+// nothing, already switched to the agent uid) → istota-init as pid 1 of the sandbox (a
+// small static C program, cmd/istota-init; the istota binary's "sandbox-init", package
+// sandboxinit, when an older install lacks it) → the agent command. The init listens on
 // 127.0.0.1 ports inside the sandbox's private network namespace and passes each
 // connection to a per-task Unix socket served by the sidecar; that is how the agent
 // reaches the LLM gateway, which swaps the per-task token for the real API key outside
@@ -51,8 +51,8 @@ const (
 	SelfBinary = "/opt/istota/bin/istota"
 	// InitBinary is where Config.InitPath appears; it runs as the sandbox's pid 1.
 	InitBinary = "/opt/istota/bin/" + InitFile
-	// InitFile is the name of the dedicated init binary (cmd/istota-init). It ships
-	// beside the istota binary, and the sidecar looks for it there.
+	// InitFile is the name of the dedicated init binary (cmd/istota-init, in C). It
+	// ships beside the istota binary, and the sidecar looks for it there.
 	InitFile = "istota-init"
 	// AgentBinDir holds Spec.AgentBinary; it is first on PATH.
 	AgentBinDir = "/opt/istota/agent"
@@ -87,7 +87,8 @@ type Config struct {
 	SelfPath string
 	// InitPath is the host path of istota-init, the dedicated init binary built with
 	// this sidecar (InitFile). It is bound read-only at InitBinary and runs as every
-	// sandbox's pid 1; it starts about 20 ms faster than the whole istota binary.
+	// sandbox's pid 1; a small static C program, it starts and ends tens of milliseconds
+	// faster than the whole istota binary (BenchmarkSandboxOverhead).
 	// Empty: the istota binary is the init. Symlinks are resolved once.
 	InitPath string
 	// SocketDir holds one private directory per task for its Unix sockets. It is created
@@ -239,8 +240,9 @@ type Runner struct {
 	protocol  int    // tests only: the init protocol version asked for; 0 is sandboxinit.Protocol
 	rootArgs  []string
 	etc       []etcData // synthetic passwd, group and hosts, the same for every sandbox
-	// prlimit is util-linux prlimit, through which the init sets the command's limits;
-	// empty: the init sets them by a second start of the istota binary (a Go start more).
+	// prlimit is util-linux prlimit, through which the Go fallback init (no InitPath)
+	// sets the command's limits; empty: istota-init sets them itself, or the fallback
+	// sets them by a second start of the istota binary (a Go start more).
 	prlimit   string
 	owned     *ownedTrees // nil unless switchTo
 	transport *http.Transport
@@ -307,7 +309,9 @@ func New(cfg Config, logger *slog.Logger) (*Runner, error) {
 		r.seccomp = prog
 		r.rootArgs = systemRootArgs()
 		r.etc = syntheticEtc(r.uid, r.gid)
-		if len(cfg.Limits.flags()) > 0 {
+		// istota-init sets the limits itself; only the istota binary's Go fallback
+		// needs a helper for them.
+		if len(cfg.Limits.flags()) > 0 && r.cfg.InitPath == "" {
 			if err := checkPrlimit(prlimitPath); err != nil {
 				logger.Info("sandbox: resource limits are set by a second start of the istota binary in every sandbox, which is slower", "reason", err)
 			} else {
@@ -992,7 +996,7 @@ func (r *Runner) InitInUse() string {
 	case r.cfg.InitPath != "":
 		return fmt.Sprintf("%s (protocol %d)", r.cfg.InitPath, sandboxinit.Protocol)
 	}
-	return r.cfg.SelfPath + " " + InitCommand + " (the istota binary itself: each task starts about 20 ms slower than with " + InitFile + ")"
+	return r.cfg.SelfPath + " " + InitCommand + " (the istota binary itself: each task starts tens of milliseconds slower than with " + InitFile + ")"
 }
 
 // addService creates the socket for one service, binds it into the sandbox, starts it
