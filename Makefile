@@ -22,9 +22,9 @@ deps: ## install Debian packages, npm tooling and Go modules (idempotent)
 
 build: ## build the sidecar into bin/istota and its sandbox init into bin/istota-init (with the npm claude CLI linked beside them)
 	$(GO) build -tags $(GOTAGS) -ldflags '$(LDFLAGS)' -o $(BIN) ./sidecar/cmd/istota
-	@# The sandbox's pid 1, started once per task; istota finds it beside itself. Built as
-	@# it ships (static without cgo, stripped) since its start time is the point of it.
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(BIN_INIT) ./sidecar/cmd/istota-init
+	@# The sandbox's pid 1 (C), started once per task; istota finds it beside itself. Built
+	@# as it ships (static, stripped) since its start time is the point of it.
+	sidecar/cmd/istota-init/build.sh cc $(BIN_INIT)
 	@# istota finds the default brain.claude_path ("claude") beside itself, so serve,
 	@# task and doctor run from bin/ all use the CLI `make deps` installed.
 	@if [ -x '$(ISTOTA_CLAUDE_BIN)' ]; then ln -sfn '$(ISTOTA_CLAUDE_BIN)' bin/claude; fi

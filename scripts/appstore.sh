@@ -73,17 +73,18 @@ app_id=$(xmllint --xpath 'string(/info/id)' "$app_root/appinfo/info.xml")
 cache=$repo/build/appstore/cache
 mkdir -p "$cache"
 tags='sqlite_fts5 sqlite_omit_load_extension osusergo netgo'
-# istota-init (every sandbox's pid 1) needs no sqlite, so no cgo: static by itself and
-# the same for any C compiler. Keep in step with sidecar/internal/sandbox/sandboxtest.
-init_flags='CGO_ENABLED=0 -trimpath -ldflags=-s -w'
+# istota-init (every sandbox's pid 1) is a small C program, built static by the same C
+# compiler as istota's cgo; its flags live in sidecar/cmd/istota-init/build.sh, which the
+# tests (sidecar/internal/sandbox/sandboxtest) build it with too.
+init_build=sidecar/cmd/istota-init/build.sh
 
-# The cache key covers everything the binaries are made of: the Go sources (and embedded
-# files) of the sidecar, the module graph, the version stamped in, the build flags and the
-# compilers.
+# The cache key covers everything the binaries are made of: the Go and C sources (and
+# embedded files) of the sidecar, the init's build script, the module graph, the version
+# stamped in, the build flags and the compilers.
 source_key() {
 	local arch=$1 cc=$2
 	{
-		echo "version=$version tags=$tags init=$init_flags arch=$arch"
+		echo "version=$version tags=$tags arch=$arch"
 		go version
 		"$cc" --version | head -n1
 		(cd "$repo" && find sidecar go.mod go.sum -type f ! -name '*_test.go' ! -path '*/testdata/*' -print0 | LC_ALL=C sort -z | xargs -0 sha256sum)
@@ -99,7 +100,7 @@ build_binary() {
 	if [ -x "$bin" ] && [ -x "$init" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$key" ]; then
 		echo "appstore: bin/$arch/istota and bin/$arch/istota-init are up to date"
 	else
-		echo "appstore: building bin/$arch/istota (static, $cc) and bin/$arch/istota-init (static, no cgo)"
+		echo "appstore: building bin/$arch/istota (static, $cc) and bin/$arch/istota-init (static C, $cc)"
 		mkdir -p "$cache/$arch"
 		rm -f "$stamp"
 		# GOFLAGS from the Makefile or the user's go env must not add tags or change modes.
@@ -107,9 +108,7 @@ build_binary() {
 			go build -buildvcs=false -tags "$tags" -trimpath \
 			-ldflags "-s -w -X github.com/istota/istota/sidecar/internal/app.Version=$version -linkmode external -extldflags -static" \
 			-o "$bin.tmp" ./sidecar/cmd/istota) || die "building bin/$arch/istota failed"
-		(cd "$repo" && GOFLAGS='' CGO_ENABLED=0 GOOS=linux GOARCH=$arch \
-			go build -buildvcs=false -trimpath -ldflags "-s -w" \
-			-o "$init.tmp" ./sidecar/cmd/istota-init) || die "building bin/$arch/istota-init failed"
+		(cd "$repo" && "$init_build" "$cc" "$init.tmp") || die "building bin/$arch/istota-init failed"
 		mv "$bin.tmp" "$bin"
 		mv "$init.tmp" "$init"
 		echo "$key" >"$stamp"

@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 
 apt_packages=(
   bubblewrap          # the per-task sandbox
+  libc6-dev           # libc.a: istota (cgo) and its sandbox init istota-init (C) link static
   php-cli php-xml php-mbstring php-sqlite3 php-curl
   phpunit             # PHP tests (Debian's 9.6, no Composer)
   php-symfony-console php-psr-log php-psr-container
@@ -16,9 +17,9 @@ apt_packages=(
   sqlite3
   postgresql          # the multi-host tests start a real PostgreSQL server (initdb, postgres)
   libsqlite3-dev      # sqlite3.h for the sqlite-vec extension compiled into the sidecar
-  chromium            # the settings pages' browser tests (playwright-core drives it headless)
+  chromium            # the browse skill renders pages with it; the settings pages' browser tests drive it
   poppler-utils       # pdftotext: the invoice tests read the PDFs back; pdftoppm for scans
-  tesseract-ocr tesseract-ocr-eng   # OCR of photos and scans, run by agents in the sandbox
+  tesseract-ocr tesseract-ocr-eng   # OCR of photos and scans: the ocr skill, and agents in their sandbox
   beancount           # bean-check: the invoice tests check the ledger postings
   # packaging (make appstore / test-appstore): static arm64 cross build, binary checks,
   # signing, signature.json checked with the phpseclib Nextcloud uses, proxy snippets

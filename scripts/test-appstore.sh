@@ -113,8 +113,8 @@ for arch in amd64 arm64; do
 		check "bin/$arch/$name is a static, stripped $machine executable" bash -c '[[ $1 == *"statically linked"* && $1 == *"$2"* && $1 == *", stripped"* ]]' _ "$desc" "$machine"
 		check "bin/$arch/$name is mode 0755" test "$(stat -c %a "$bin")" = 755
 	done
-	# The init starts once per task; it is a fraction of the sidecar's size (no sqlite,
-	# no third-party packages) and must stay so.
+	# The init starts once per task; a small static C program (libc only), it is a
+	# fraction of the sidecar's size and must stay so.
 	check "bin/$arch/istota-init is under 4 MiB ($(stat -c %s "$app/bin/$arch/istota-init") bytes)" test "$(stat -c %s "$app/bin/$arch/istota-init")" -lt $((4 << 20))
 done
 if [ "$(uname -m)" = x86_64 ]; then

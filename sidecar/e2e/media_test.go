@@ -46,15 +46,25 @@ func TestOCRAndTranscribeSkill(t *testing.T) {
 
 	f := newFixtureWith(t, fakeapi.Script{
 		fakeapi.Bash("Reading the scan.", "pdftoppm -r 200 -png /workspace/scan.pdf /tmp/page && tesseract /tmp/page-1.png - 2>/dev/null").Expecting(func(r *fakeapi.Recorded) error {
-			if !strings.Contains(r.UserText(), "tesseract IMAGE") {
+			if !strings.Contains(r.UserText(), "tesseract IMAGE") || !strings.Contains(r.UserText(), "istota skill ocr FILE") {
 				return fmt.Errorf("the prompt does not mention OCR")
 			}
 			return nil
 		}),
 		fakeapi.Bash("Listening.", `istota skill transcribe /workspace/memo.ogg; echo "exit=$?"; echo "key-in-env=$(env | grep -c sk-stt-e2e)"`).
 			Expecting(fakeapi.ExpectToolResult("Total due 4217 EUR")),
-		fakeapi.Reply("Scan read, memo heard.").Expecting(func(r *fakeapi.Recorded) error {
+		// The ocr skill reads the same scan outside the agent's sandbox, with tesseract in
+		// one of its own (a PDF never goes to Nextcloud's image OCR).
+		fakeapi.Bash("Reading it again.", `istota skill ocr /workspace/scan.pdf; echo "ocr-exit=$?"`).Expecting(func(r *fakeapi.Recorded) error {
 			for _, want := range []string{"Recording says: call the plumber (14 bytes).", "exit=0", "key-in-env=0"} {
+				if err := fakeapi.ExpectToolResult(want)(r); err != nil {
+					return err
+				}
+			}
+			return nil
+		}),
+		fakeapi.Reply("Scan read, memo heard.").Expecting(func(r *fakeapi.Recorded) error {
+			for _, want := range []string{"Plumbing invoice", "Total due 4217 EUR", "(read by tesseract)", "ocr-exit=0"} {
 				if err := fakeapi.ExpectToolResult(want)(r); err != nil {
 					return err
 				}

@@ -61,9 +61,7 @@ func testFigures(t *testing.T, e *env) {
 		start := time.Now()
 		id, took := nc.post(t, "alice", nts, "Quick question "+marker)
 		// The listener adds 👀 inside the sender's request: it is there when POST returns.
-		if !botReacted(nc.reactions(t, "alice", nts, id), "👀") {
-			t.Errorf("no 👀 on %s when its POST returned", marker)
-		}
+		nc.expectEyes(t, "alice", nts, id, start, marker+" when its POST returned")
 		toEyes = append(toEyes, took)
 		for {
 			if _, ok := replyTo(nc.messages(t, "alice", nts), id); ok {

@@ -86,6 +86,7 @@ func testTalk(t *testing.T, e *env) {
 
 	t.Run("note to self", func(t *testing.T) {
 		e.script("[nts-1]", fakeapi.Reply("Hello Alice, noted. [nts-1-answer]"))
+		posted := time.Now()
 		id, _ := nc.post(t, "alice", nts, "Please remember this [nts-1]")
 		replies := e.waitBotReplies(t, "alice", nts, id, 1, 2*time.Minute)
 		if !strings.Contains(replies[0].Message, "[nts-1-answer]") {
@@ -94,9 +95,7 @@ func testTalk(t *testing.T, e *env) {
 		if replies[0].Parent == nil || replies[0].Parent.ID != id {
 			t.Errorf("the answer is not a reply to the question: %+v", replies[0])
 		}
-		if r := nc.reactions(t, "alice", nts, id); !botReacted(r, "👀") {
-			t.Errorf("no 👀 on the addressed message: %v", r)
-		}
+		nc.expectEyes(t, "alice", nts, id, posted, "the addressed message")
 	})
 
 	// A group conversation of alice's with bob, the bot enabled by alice (its owner).
@@ -106,6 +105,7 @@ func testTalk(t *testing.T, e *env) {
 	t.Run("group: only addressed messages", func(t *testing.T) {
 		plain, _ := nc.post(t, "bob", group, "Lunch at noon? [grp-plain]")
 		e.script("[grp-1]", fakeapi.Reply("Bob, here is the answer. [grp-1-answer]"))
+		posted := time.Now()
 		addressed, _ := nc.post(t, "bob", group, "@Istota what is on today? [grp-1]")
 		var answer chatMessage
 		waitUntil(t, "the answer to bob's mention", 2*time.Minute, func() bool {
@@ -116,9 +116,7 @@ func testTalk(t *testing.T, e *env) {
 		if !strings.Contains(answer.Message, "[grp-1-answer]") {
 			t.Fatalf("answer to bob: %+v", answer)
 		}
-		if r := nc.reactions(t, "bob", group, addressed); !botReacted(r, "👀") {
-			t.Errorf("no 👀 on bob's mention: %v", r)
-		}
+		nc.expectEyes(t, "bob", group, addressed, posted, "bob's mention")
 		if r := nc.reactions(t, "bob", group, plain); botReacted(r, "👀") {
 			t.Errorf("👀 on a message that did not address the bot: %v", r)
 		}
@@ -269,10 +267,9 @@ func testSidecarDown(t *testing.T, e *env, token string) {
 	for i := range ids {
 		marker := fmt.Sprintf("[down-%d]", i)
 		e.script(marker, fakeapi.Reply("Answer while you waited "+marker+"-answer"))
+		posted := time.Now()
 		ids[i], _ = nc.post(t, "alice", token, "Question asked while the sidecar is down "+marker)
-		if r := nc.reactions(t, "alice", token, ids[i]); !botReacted(r, "👀") {
-			t.Errorf("no 👀 while the sidecar is down: %v", r)
-		}
+		nc.expectEyes(t, "alice", token, ids[i], posted, marker+" while the sidecar is down")
 	}
 	if out, _ := nc.occ("istota:self-test"); !strings.Contains(out, "✗ sidecar reachable") || !strings.Contains(out, "4 Talk event(s) waiting") {
 		t.Errorf("self-test while the sidecar is down:\n%s", out)

@@ -3,6 +3,8 @@ package realnc
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -194,4 +196,64 @@ func (nc *nextcloud) shareIntoRoom(t testing.TB, user, path, token string) {
 	if r.Status != 200 {
 		t.Fatalf("share %s into %s as %s: %d %s", path, token, user, r.Status, r.Raw)
 	}
+}
+
+// expectEyes fails t unless the bot's 👀 is on message id, with what Nextcloud logged that
+// explains its absence. Talk's BotService catches and logs a failed write of a bot's
+// reaction, and Nextcloud's comments manager logs (and drops) a failed insert into its
+// reactions table, so the sender's POST succeeds either way; when the test server's
+// SQLite database was locked for that write, the app did ask for the reaction and the
+// miss is logged, not failed.
+// Only what was logged from since on (just before the message was posted) counts.
+func (nc *nextcloud) expectEyes(t testing.TB, user, token string, id int64, since time.Time, what string) {
+	t.Helper()
+	r := nc.reactions(t, user, token, id)
+	if botReacted(r, "👀") {
+		return
+	}
+	why, locked := nc.reactionErrors(since)
+	if locked {
+		t.Logf("no 👀 on %s: the test server's SQLite database was locked when Talk stored it: %v%s", what, r, why)
+		return
+	}
+	t.Errorf("no 👀 on %s: %v%s", what, r, why)
+}
+
+// reactionErrors is what nextcloud.log says that can explain a missing 👀 (errors about a
+// bot's reaction or the comments' reactions table, and the app's own warnings), and
+// whether one of them is SQLite's "database is locked"; entries before since are left out.
+func (nc *nextcloud) reactionErrors(since time.Time) (string, bool) {
+	data, err := os.ReadFile(filepath.Join(nc.root, "data", "nextcloud.log"))
+	if err != nil {
+		return "\n(nextcloud.log: " + err.Error() + ")", false
+	}
+	var b strings.Builder
+	locked := false
+	for _, line := range strings.Split(string(data), "\n") {
+		var entry struct {
+			Time    string `json:"time"`
+			App     string `json:"app"`
+			Level   int    `json:"level"`
+			Message string `json:"message"`
+		}
+		if json.Unmarshal([]byte(line), &entry) != nil {
+			continue
+		}
+		// Nextcloud logs whole seconds: keep the second the message was posted in.
+		if at, err := time.Parse(time.RFC3339, entry.Time); err == nil && at.Before(since.Truncate(time.Second)) {
+			continue
+		}
+		aboutReaction := strings.Contains(entry.Message, "react as a bot") || entry.App == "core_comments"
+		if !aboutReaction && !(entry.App == "istota" && entry.Level >= 2) {
+			continue
+		}
+		if aboutReaction && strings.Contains(entry.Message, "database is locked") {
+			locked = true
+		}
+		fmt.Fprintf(&b, "\nnextcloud.log %s [%s]: %.300s", entry.Time, entry.App, entry.Message)
+	}
+	if b.Len() == 0 {
+		return "\n(nextcloud.log has no error about a reaction and no warning of the app)", false
+	}
+	return b.String(), locked
 }

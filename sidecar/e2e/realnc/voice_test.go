@@ -6,10 +6,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"codeberg.org/go-pdf/fpdf"
 
 	"github.com/istota/istota/sidecar/internal/brain/claude/fakeapi"
 )
@@ -100,9 +104,63 @@ func testVoice(t *testing.T, e *env) {
 			}
 		}
 	})
+
+	// A photo: this Nextcloud has no OCR provider (its task types list none), so the ocr
+	// skill reads it with tesseract in a sandbox of its own.
+	t.Run("a photo without an OCR provider", func(t *testing.T) {
+		// The premise: this Nextcloud lists no OCR task type (31 has none in core, and no
+		// provider app is installed), so the skill's first choice answers "none".
+		if r := nc.ocs(t, "alice", "GET", "/ocs/v2.php/taskprocessing/tasktypes", nil); r.Status != http.StatusOK || strings.Contains(string(r.Data), "core:image2text:ocr") {
+			t.Fatalf("task types: %d %s", r.Status, r.Data)
+		}
+		nc.putFile(t, "alice", "Talk/oc0-receipt.png", receiptPNG(t))
+		e.script("oc0-receipt",
+			fakeapi.Bash("Reading the photo.", `istota skill ocr "$(ls /workspace/inbox/*oc0-receipt*.png | head -n 1)"; echo "ocr-exit=$?"`),
+			fakeapi.Reply("It says 4217 EUR. [oc0-answer]").Expecting(func(r *fakeapi.Recorded) error {
+				for _, want := range []string{"Total due 4217 EUR", "(read by tesseract)", "ocr-exit=0"} {
+					if err := fakeapi.ExpectToolResult(want)(r); err != nil {
+						return err
+					}
+				}
+				return nil
+			}))
+		before := lastID(nc.messages(t, "alice", nts))
+		nc.shareIntoRoom(t, "alice", "/Talk/oc0-receipt.png", nts)
+		waitUntil(t, "the answer to the photo", 2*time.Minute, func() bool {
+			for _, m := range botMessagesAfter(nc.messages(t, "alice", nts), before) {
+				if strings.Contains(m.Message, "[oc0-answer]") {
+					return true
+				}
+			}
+			return false
+		}, e.sc.logs)
+	})
 	if f := e.api.Failures(); len(f) > 0 {
 		t.Fatalf("fake API expectations failed: %v", f)
 	}
+}
+
+// receiptPNG is a photo of a receipt: a PDF page drawn with fpdf, rasterised by
+// Debian's pdftoppm.
+func receiptPNG(t *testing.T) []byte {
+	t.Helper()
+	dir := t.TempDir()
+	pdf := fpdf.New("P", "mm", "A4", "")
+	pdf.SetFont("Helvetica", "", 28)
+	pdf.AddPage()
+	pdf.Text(20, 40, "Plumbing invoice")
+	pdf.Text(20, 60, "Total due 4217 EUR")
+	if err := pdf.OutputFileAndClose(filepath.Join(dir, "r.pdf")); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("pdftoppm", "-r", "150", "-png", "-singlefile", filepath.Join(dir, "r.pdf"), filepath.Join(dir, "r")).CombinedOutput(); err != nil {
+		t.Fatalf("pdftoppm: %v %s", err, out)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "r.png"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 // lastID is the id of the newest message.

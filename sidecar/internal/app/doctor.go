@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	"github.com/istota/istota/sidecar/internal/config"
+	"github.com/istota/istota/sidecar/internal/netproxy"
 	"github.com/istota/istota/sidecar/internal/sandbox"
 	"github.com/istota/istota/sidecar/internal/settings"
 	"github.com/istota/istota/sidecar/internal/signing"
@@ -121,6 +123,20 @@ func cmdDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) err
 				return r.InitInUse() + "; " + initBeside(scfg.SelfPath) + " is missing", nil
 			}
 			return r.InitInUse(), nil
+		})
+	}
+	if cfg.Browse.Render {
+		// The browse skill's headless browser: Chromium must start in its sandbox and run
+		// a page's script (a page of its own, no network).
+		check("browse rendering", func() (string, error) {
+			r, err := newRenderer(cfg, netproxy.Options{}, nil, slog.New(slog.DiscardHandler))
+			if err != nil {
+				return "", err
+			}
+			if err := r.Check(ctx); err != nil {
+				return "", err
+			}
+			return cfg.Browse.ChromiumPath + " renders pages in the sandbox (timeout " + cfg.Browse.RenderTimeout.Duration.String() + ")", nil
 		})
 	}
 	check("model login", func() (string, error) {

@@ -19,6 +19,7 @@ import (
 	"github.com/istota/istota/sidecar/internal/executor"
 	"github.com/istota/istota/sidecar/internal/netproxy"
 	"github.com/istota/istota/sidecar/internal/queue"
+	"github.com/istota/istota/sidecar/internal/render"
 	"github.com/istota/istota/sidecar/internal/sandbox"
 	"github.com/istota/istota/sidecar/internal/settings"
 	"github.com/istota/istota/sidecar/internal/usage"
@@ -59,7 +60,7 @@ func newSandboxLaunchers(ctx context.Context, cfg config.Config, willRun bool, l
 	if !scfg.Unsandboxed && scfg.InitPath == "" {
 		// An install from before istota-init shipped, or one that lost the file: tasks
 		// still run, with the whole istota binary as their init.
-		log.Warn("sandbox: "+sandbox.InitFile+" is missing beside the istota binary, so every sandbox starts the whole istota binary as its init, about 20 ms slower per task; install "+sandbox.InitFile+" from the same release beside it",
+		log.Warn("sandbox: "+sandbox.InitFile+" is missing beside the istota binary, so every sandbox starts the whole istota binary as its init, tens of milliseconds slower per task; install "+sandbox.InitFile+" from the same release beside it",
 			"looked_for", initBeside(scfg.SelfPath))
 	}
 	if scfg.Unsandboxed {
@@ -134,6 +135,33 @@ func sandboxConfig(cfg config.Config) (sandbox.Config, error) {
 		scfg.AgentUID, scfg.AgentGID = uint32(uid), uint32(gid)
 	}
 	return scfg, nil
+}
+
+// renderLimits are the resource limits of Chromium's sandboxes. Its address space is
+// left unbounded (V8 and PartitionAlloc reserve terabytes of it up front; the page's
+// JavaScript heap is bounded by a flag instead), it runs well over a hundred threads,
+// and its wall time is browse.render_timeout.
+var renderLimits = sandbox.Limits{Processes: 1024, OpenFiles: 4096, CPUSeconds: 300}
+
+// newRenderer builds the browse skill's headless browser: Chromium in sandboxes of its
+// own (renderLimits) whose only way out is a proxy with this network policy.
+func newRenderer(cfg config.Config, policy netproxy.Options, gate netproxy.HostGate, log *slog.Logger) (*render.Renderer, error) {
+	scfg, err := sandboxConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	scfg.Limits = renderLimits
+	runner, err := sandbox.New(scfg, log.With("component", "render-sandbox"))
+	if err != nil {
+		return nil, fmt.Errorf("browse.render: %w", err)
+	}
+	r, err := render.New(render.Options{Runner: runner, Chromium: cfg.Browse.ChromiumPath, Proxy: policy, Gate: gate,
+		Timeout: cfg.Browse.RenderTimeout.Duration, Logger: log})
+	if err != nil {
+		runner.Close()
+		return nil, fmt.Errorf("browse.render: %w; install it or set render = false", err)
+	}
+	return r, nil
 }
 
 // initBeside is where the sandbox init that ships with the istota binary self belongs.

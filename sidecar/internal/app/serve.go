@@ -44,6 +44,7 @@ import (
 	"github.com/istota/istota/sidecar/internal/netproxy"
 	"github.com/istota/istota/sidecar/internal/outbox"
 	"github.com/istota/istota/sidecar/internal/queue"
+	"github.com/istota/istota/sidecar/internal/render"
 	"github.com/istota/istota/sidecar/internal/schedule"
 	"github.com/istota/istota/sidecar/internal/signing"
 	"github.com/istota/istota/sidecar/internal/skills"
@@ -96,6 +97,7 @@ type sidecar struct {
 	app       *appcall.Client   // the sidecar's calls to the app; nil when a CLI command has no secret
 	web       *webfetch.Client  // fetches for users under the network allowlist (browse, markets)
 	mailbox   *mailbox.Service  // the users' own mailboxes (skill, briefings, settings pages)
+	renderer  *render.Renderer  // renders pages with their scripts for browse; nil unless [browse] render
 }
 
 // botHTTP is what every client that logs in to Nextcloud as the bot account shares: one
@@ -258,6 +260,12 @@ func openSidecar(ctx context.Context, cfg config.Config, log *slog.Logger, why p
 	s.launcher.network = netproxy.New(netproxy.Options{Allow: allowed, AllowPrivate: cfg.Network.AllowPrivate,
 		Gate: hostApprovals{s.approvals}, Audit: auditLog, Logger: log})
 	s.openWeb(allowed)
+	if cfg.Browse.Render && why != toPrompt {
+		if s.renderer, err = newRenderer(cfg, netproxy.Options{Allow: allowed, AllowPrivate: cfg.Network.AllowPrivate, Audit: auditLog, Logger: log},
+			renderGate{s.approvals}, log); err != nil {
+			return nil, err
+		}
+	}
 	if s.transcriber, err = newTranscriber(cfg.Transcription); err != nil {
 		return nil, err
 	}
@@ -291,6 +299,9 @@ func openSidecar(ctx context.Context, cfg config.Config, log *slog.Logger, why p
 		return nil, err
 	}
 	if err := memory.RegisterSkill(registry, s.mem, factStore{s.graph}, taskConversations{s.queue}); err != nil {
+		return nil, err
+	}
+	if err := s.registerOCR(registry); err != nil {
 		return nil, err
 	}
 	if nc := cfg.Nextcloud; nc.BotUser != "" && nc.BotPassword != "" {
@@ -491,6 +502,14 @@ type hostApprovals struct{ svc *approval.Service }
 func (h hostApprovals) AdmitHost(ctx context.Context, who netproxy.Identity, host string, port uint16) (bool, string, error) {
 	out, err := h.svc.CheckHost(ctx, approval.Who{UserID: who.UserID, TaskID: who.TaskID}, host, port)
 	return out.Allowed, out.Message, err
+}
+
+// renderGate lets a page being rendered reach hosts other than its own only where the
+// user's approvals already allow it: the render cannot wait for a question.
+type renderGate struct{ svc *approval.Service }
+
+func (g renderGate) AdmitHost(ctx context.Context, who netproxy.Identity, host string, _ uint16) (bool, string, error) {
+	return g.svc.HostAllowedNow(ctx, who.UserID, host)
 }
 
 func approvalPolicies(c config.Approvals) approval.Policies {

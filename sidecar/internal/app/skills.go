@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"path"
 	"time"
 
 	"github.com/istota/istota/sidecar/internal/audit"
@@ -11,6 +12,7 @@ import (
 	"github.com/istota/istota/sidecar/internal/netproxy"
 	"github.com/istota/istota/sidecar/internal/nextcloud"
 	"github.com/istota/istota/sidecar/internal/notes"
+	"github.com/istota/istota/sidecar/internal/ocr"
 	"github.com/istota/istota/sidecar/internal/skills"
 	"github.com/istota/istota/sidecar/internal/transcribe"
 	"github.com/istota/istota/sidecar/internal/webfetch"
@@ -45,7 +47,11 @@ func (s *sidecar) registerContentSkills(reg *skills.Registry, kvs *kv.Store, aud
 	if err := briefing.RegisterRemindersSkill(reg, briefing.RemindersOptions{Store: kvs, Zone: s.zoneOrUTC}); err != nil {
 		return err
 	}
-	if err := browse.Register(reg, browse.Options{Fetcher: s.web, Events: s.queue, Logger: s.log.With("component", "browse")}); err != nil {
+	bopts := browse.Options{Fetcher: s.web, Events: s.queue, Logger: s.log.With("component", "browse")}
+	if s.renderer != nil {
+		bopts.Renderer = s.renderer
+	}
+	if err := browse.Register(reg, bopts); err != nil {
 		return err
 	}
 	if s.app == nil {
@@ -53,6 +59,23 @@ func (s *sidecar) registerContentSkills(reg *skills.Registry, kvs *kv.Store, aud
 	}
 	return nextcloud.Register(reg, nextcloud.Options{App: s.app, Poster: s.outbox, Events: s.queue, Audit: auditLog,
 		Logger: s.log.With("component", "nextcloud")})
+}
+
+// registerOCR registers the ocr skill: Nextcloud's own OCR provider first (through the
+// bot account, once openFiles made its client), else Debian's tesseract in a sandbox
+// of its own, when it is installed and there is a sandbox.
+func (s *sidecar) registerOCR(reg *skills.Registry) error {
+	opts := ocr.SkillOptions{
+		Root:   func(uid string) (string, error) { return s.userRoot(uid), nil },
+		Logger: s.log.With("component", "ocr"),
+	}
+	if s.botDAV != nil {
+		opts.Nextcloud = &ocr.Nextcloud{API: s.botDAV, Remote: func(uid, rel string) string { return path.Join("Users", uid, rel) }}
+	}
+	if ocrInstalled() && !s.cfg.Sandbox.Unsandboxed {
+		opts.Local = &ocr.Tesseract{Runner: s.launcher.runner}
+	}
+	return ocr.RegisterSkill(reg, opts)
 }
 
 // zoneOrUTC is userZone for the skills that print times: UTC when it cannot be read.

@@ -65,3 +65,29 @@ func (s *Service) CheckHost(ctx context.Context, who Who, host string, port uint
 	}
 	return s.Check(ctx, who, a)
 }
+
+// HostAllowedNow decides, without asking anyone, whether uid may reach host now: for a
+// connection that cannot wait for an answer (a page's images and scripts while it is
+// rendered). When external actions are allowed it may; when they are denied it may not;
+// when they ask, only a host the user approved before may be reached. message says why
+// not, in words for the agent.
+func (s *Service) HostAllowedNow(ctx context.Context, uid, host string) (ok bool, message string, err error) {
+	pols, err := s.Effective(ctx, uid)
+	if err != nil {
+		return false, "", err
+	}
+	switch pols.For(TierExternal) {
+	case Allow:
+		return true, "", nil
+	case Ask:
+		known, err := s.KnownHost(ctx, uid, host)
+		if err != nil {
+			return false, "", err
+		}
+		if known {
+			return true, "", nil
+		}
+		return false, "the user has not approved reaching " + NormalizeHost(host) + " before, and a page being rendered cannot wait for the question", nil
+	}
+	return false, "external actions are set to deny for this user", nil
+}

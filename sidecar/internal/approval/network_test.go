@@ -112,3 +112,40 @@ func TestWaitIsReported(t *testing.T) {
 		t.Errorf("OnWait calls %v, want %s", seen, want)
 	}
 }
+
+// HostAllowedNow answers at once: a known host under "ask", any host under "allow",
+// none under "deny", and it never asks.
+func TestHostAllowedNow(t *testing.T) {
+	f := newFixture(t, queue.SourceTalk, "room0001")
+	ctx := context.Background()
+	if ok, msg, err := f.svc.HostAllowedNow(ctx, "alice", "cdn.example"); err != nil || ok || !strings.Contains(msg, "has not approved reaching cdn.example") {
+		t.Fatalf("new host under ask = %v %q %v", ok, msg, err)
+	}
+	done := make(chan result, 1)
+	go func() {
+		o, err := f.svc.CheckHost(ctx, f.who(), "CDN.example", 443)
+		done <- result{o, err}
+	}()
+	req := f.waitPending(t, 1)[0]
+	f.svc.Decide(ctx, req.ID, "alice", true, ViaPage)
+	receive(t, done)
+	if ok, _, err := f.svc.HostAllowedNow(ctx, "alice", "cdn.example."); err != nil || !ok {
+		t.Fatalf("approved host = %v %v", ok, err)
+	}
+	if ok, _, _ := f.svc.HostAllowedNow(ctx, "bob", "cdn.example"); ok {
+		t.Error("alice's approval counts for bob")
+	}
+	f.defs.External = Deny
+	if ok, msg, _ := f.svc.HostAllowedNow(ctx, "alice", "cdn.example"); ok || !strings.Contains(msg, "deny") {
+		t.Errorf("deny = %v %q", ok, msg)
+	}
+	f.defs.External = Allow
+	if ok, _, _ := f.svc.HostAllowedNow(ctx, "alice", "other.example"); !ok {
+		t.Error("allow refused")
+	}
+	var questions int
+	f.db.Read.QueryRow(`SELECT COUNT(*) FROM approvals`).Scan(&questions)
+	if questions != 1 {
+		t.Errorf("%d questions asked, want only CheckHost's", questions)
+	}
+}

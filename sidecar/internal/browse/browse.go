@@ -4,9 +4,16 @@
 // (package-level Readable, on golang.org/x/net/html). Every fetch, allowed or not, is
 // recorded in the task's events, so "istota show" and the settings pages list what the
 // agent read on the web.
+//
+// When an administrator enables rendering, a page whose text only its scripts write is
+// loaded again in a headless browser (package render: Chromium in a sandbox whose only
+// way out is the same allowlist) and read from the document its scripts left: at the
+// agent's asking (--render), or by itself when the plain page has scripts and next to
+// no text. Each of the browser's connections is in the task's events too.
 package browse
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -16,6 +23,8 @@ import (
 	"strings"
 
 	"github.com/istota/istota/sidecar/internal/approval"
+	"github.com/istota/istota/sidecar/internal/netproxy"
+	"github.com/istota/istota/sidecar/internal/render"
 	"github.com/istota/istota/sidecar/internal/skills"
 	"github.com/istota/istota/sidecar/internal/webfetch"
 )
@@ -31,13 +40,21 @@ const (
 	DefaultMaxChars = 20000
 	MaxMaxChars     = 100000
 	maxLinksShown   = 100
+	// minText is the readable text, in characters, below which a page with scripts
+	// is taken to need them and is rendered (when rendering is enabled).
+	minText = 100
+	// maxRequestEvents bounds the events one render writes, one per connection or
+	// request of the browser; the rest are counted in one more.
+	maxRequestEvents = 50
 )
 
-const usage = `browse URL [--max-chars N] [--no-links]   fetch a web page and print its readable text and links
+const usage = `browse URL [--max-chars N] [--no-links] [--render]   fetch a web page and print its readable text and links
 The page is fetched by the sidecar through the same network allowlist as your own connections
 (network.allowed_hosts); private, loopback and metadata addresses are refused unless an administrator allowed them.
 Scripts, styles, navigation and forms are left out; the text is cut at --max-chars (default 20000, at most 100000).
-Plain text, JSON, CSV and XML are returned as they are. Pages that only work with JavaScript may come back empty.`
+Plain text, JSON, CSV and XML are returned as they are.
+--render loads the page in a headless browser, so text its scripts write is read too (slower; only where an
+administrator enabled it). Where it is enabled, a page with scripts and next to no text is rendered by itself.`
 
 // EventLog records what a task did; *queue.Queue implements it.
 type EventLog interface {
@@ -50,7 +67,15 @@ type Options struct {
 	Fetcher *webfetch.Client
 	// Events records each fetch in the task's events; nil records nothing.
 	Events EventLog
-	Logger *slog.Logger
+	// Renderer renders pages with their scripts in a headless browser; nil means an
+	// administrator did not enable it, and --render is refused.
+	Renderer Renderer
+	Logger   *slog.Logger
+}
+
+// Renderer loads a page in a headless browser (*render.Renderer).
+type Renderer interface {
+	Render(ctx context.Context, job render.Job) (render.Page, error)
 }
 
 // Skill returns the browse skill.
@@ -90,6 +115,7 @@ type call struct {
 	url      string
 	maxChars int
 	links    bool
+	render   bool
 }
 
 func parseArgs(args []string) (call, error) {
@@ -100,6 +126,8 @@ func parseArgs(args []string) (call, error) {
 		switch {
 		case name == "--no-links" && !hasVal:
 			c.links = false
+		case name == "--render" && !hasVal:
+			c.render = true
 		case name == "--max-chars":
 			if !hasVal {
 				if i+1 >= len(args) {
@@ -141,6 +169,9 @@ func run(ctx context.Context, opts Options, inv skills.Invocation) skills.Result
 		record(ctx, opts, inv, fmt.Sprintf("browse %s refused: %v", clip(target, 300), err))
 		return skills.Usagef("browse: %v", err)
 	}
+	if c.render && opts.Renderer == nil {
+		return skills.Failf("browse: --render: rendering pages with JavaScript is not enabled on this server (an administrator can set [browse] render = true); fetch the page without --render")
+	}
 	resp, err := opts.Fetcher.Get(ctx, u.String(), "text/html,application/xhtml+xml,text/plain;q=0.9,*/*;q=0.5")
 	if err != nil {
 		what := "failed"
@@ -172,7 +203,14 @@ func run(ctx context.Context, opts Options, inv skills.Invocation) skills.Result
 		if err != nil {
 			return skills.Failf("browse: %s could not be read as HTML: %v", resp.URL, err)
 		}
+		note := ""
+		if opts.Renderer != nil && (c.render || needsScripts(resp.Body, page)) {
+			page, note = rendered(ctx, opts, inv, u, resp, base, page)
+		}
 		header(&b, page.Title, resp, "")
+		if note != "" {
+			b.WriteString(note + "\n\n")
+		}
 		b.WriteString(cut(page.Text, c.maxChars))
 		if c.links && len(page.Links) > 0 {
 			b.WriteString("\n\n## Links\n")
@@ -254,6 +292,66 @@ func clip(s string, n int) string {
 		return s
 	}
 	return string(r[:n-1]) + "…"
+}
+
+// needsScripts reports whether a page looks like one its scripts write: it has
+// scripts and next to no readable text.
+func needsScripts(body []byte, page Page) bool {
+	if len([]rune(strings.TrimSpace(page.Text))) >= minText {
+		return false
+	}
+	return bytes.Contains(bytes.ToLower(body), []byte("<script"))
+}
+
+// rendered renders the page the fetch returned and reads it again. On failure the page
+// read without its scripts stays, and the note says why.
+func rendered(ctx context.Context, opts Options, inv skills.Invocation, asked *url.URL, resp webfetch.Response, base *url.URL, plain Page) (Page, string) {
+	hosts := []string{asked.Hostname()}
+	if base != nil && base.Hostname() != asked.Hostname() {
+		hosts = append(hosts, base.Hostname()) // where the checked redirects led
+	}
+	out, err := opts.Renderer.Render(ctx, render.Job{UserID: inv.UserID, TaskID: inv.TaskID, URL: resp.URL, PageHosts: hosts})
+	recordRequests(ctx, opts, inv, out)
+	if err != nil {
+		record(ctx, opts, inv, fmt.Sprintf("browse render %s failed: %v", clip(resp.URL, 300), err))
+		return plain, fmt.Sprintf("(rendering the page with JavaScript failed: %v; below is the page without its scripts)", err)
+	}
+	size := fmt.Sprintf("%d bytes", len(out.DOM))
+	if out.Truncated {
+		size += " (cut)"
+	}
+	record(ctx, opts, inv, fmt.Sprintf("browse render %s → document of %s, %d browser requests", clip(resp.URL, 300), size, len(out.Requests)+out.MoreRequests))
+	page, err := Readable(out.DOM, "text/html; charset=utf-8", base)
+	if err != nil {
+		return plain, fmt.Sprintf("(the rendered page could not be read: %v; below is the page without its scripts)", err)
+	}
+	return page, "(rendered with JavaScript in a headless browser)"
+}
+
+// recordRequests writes one event per connection or request of the browser.
+func recordRequests(ctx context.Context, opts Options, inv skills.Invocation, p render.Page) {
+	more := p.MoreRequests
+	for i, d := range p.Requests {
+		if i == maxRequestEvents {
+			more += len(p.Requests) - i
+			break
+		}
+		what := d.Method + " " + d.Target
+		if d.URL != "" {
+			what = d.Method + " " + clip(d.URL, 300)
+		}
+		text := "browse render: " + what + " " + d.Outcome
+		switch {
+		case d.Outcome == netproxy.OutcomeRefused && d.Reason != "":
+			text += " (" + strings.ReplaceAll(d.Reason, "_", " ") + ")"
+		case d.Detail != "":
+			text += " (" + clip(d.Detail, 200) + ")"
+		}
+		record(ctx, opts, inv, text)
+	}
+	if more > 0 {
+		record(ctx, opts, inv, fmt.Sprintf("browse render: %d more browser requests not listed", more))
+	}
 }
 
 // record writes a fetch event for the calling task. A failure to record is logged and

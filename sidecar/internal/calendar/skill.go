@@ -175,18 +175,24 @@ func (r *skillRun) listCalendars(ctx context.Context, args []string) skills.Resu
 	if res != nil {
 		return *res
 	}
-	if f.json {
-		out := make([]calendarJSON, 0, len(cals))
-		for _, c := range cals {
+	return collectionsResult(cals, f.json, fmt.Sprintf("no calendars: share a calendar with the user %q in Nextcloud Calendar to use it here", r.c.user))
+}
+
+// collectionsResult lists calendars or task lists as "ID<tab>name" lines or as JSON,
+// saying none (how to share one with the bot) when there are none.
+func collectionsResult(cols []Calendar, asJSON bool, none string) skills.Result {
+	if asJSON {
+		out := make([]calendarJSON, 0, len(cols))
+		for _, c := range cols {
 			out = append(out, calendarJSON{ID: c.ID, Name: c.Name})
 		}
 		return jsonResult(out)
 	}
-	if len(cals) == 0 {
-		return skills.Result{Stdout: fmt.Appendf(nil, "no calendars: share a calendar with the user %q in Nextcloud Calendar to use it here\n", r.c.user)}
+	if len(cols) == 0 {
+		return skills.Result{Stdout: []byte(none + "\n")}
 	}
 	var b strings.Builder
-	for _, c := range cals {
+	for _, c := range cols {
 		fmt.Fprintf(&b, "%s\t%s\n", c.ID, c.Name)
 	}
 	return skills.Result{Stdout: []byte(b.String())}

@@ -144,21 +144,7 @@ func (r *tasksRun) lists(ctx context.Context, args []string) skills.Result {
 	if res != nil {
 		return *res
 	}
-	if f.json {
-		out := make([]calendarJSON, 0, len(lists))
-		for _, l := range lists {
-			out = append(out, calendarJSON{ID: l.ID, Name: l.Name})
-		}
-		return jsonResult(out)
-	}
-	if len(lists) == 0 {
-		return skills.Result{Stdout: fmt.Appendf(nil, "no task lists: share a list with the user %q in Nextcloud Tasks or Calendar to use it here\n", r.c.user)}
-	}
-	var b strings.Builder
-	for _, l := range lists {
-		fmt.Fprintf(&b, "%s\t%s\n", l.ID, l.Name)
-	}
-	return skills.Result{Stdout: []byte(b.String())}
+	return collectionsResult(lists, f.json, fmt.Sprintf("no task lists: share a list with the user %q in Nextcloud Tasks or Calendar to use it here", r.c.user))
 }
 
 func (r *tasksRun) list(ctx context.Context, args []string) skills.Result {

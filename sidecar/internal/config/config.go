@@ -66,6 +66,22 @@ type Config struct {
 	Approvals Approvals `toml:"approvals"`
 	// Transcription turns Talk voice messages into text before the agent starts.
 	Transcription Transcription `toml:"transcription"`
+	// Browse configures the browse skill's rendering of pages with their scripts.
+	Browse Browse `toml:"browse"`
+}
+
+// Browse is the browse skill's headless browser. Off by default: a page's scripts then
+// never run, and pages that only show text through them read empty.
+type Browse struct {
+	// Render lets the skill load pages in Debian's headless Chromium, in a sandbox whose
+	// only way out is the network allowlist: when the agent asks (--render) and by
+	// itself for pages with scripts and next to no text.
+	Render bool `toml:"render" env:"ISTOTA_BROWSE_RENDER"`
+	// ChromiumPath is the Chromium binary, under /usr (all of the system the sandbox
+	// shows); default Debian's /usr/lib/chromium/chromium.
+	ChromiumPath string `toml:"chromium_path" env:"ISTOTA_CHROMIUM_PATH"`
+	// RenderTimeout bounds one render; the sandbox is killed after it.
+	RenderTimeout Duration `toml:"render_timeout" env:"ISTOTA_BROWSE_RENDER_TIMEOUT"`
 }
 
 // Transcription is an OpenAI-compatible speech-to-text API (POST
@@ -347,6 +363,7 @@ func Default() Config {
 				Indices:  []string{"^spx", "^ndq", "^dji"},
 			}},
 		Approvals: Approvals{Read: "allow", WriteOwn: "allow", External: "ask", Admin: "ask", Timeout: Duration{30 * time.Minute}},
+		Browse:    Browse{ChromiumPath: "/usr/lib/chromium/chromium", RenderTimeout: Duration{30 * time.Second}},
 	}
 }
 
@@ -484,6 +501,17 @@ func (c Config) Validate() error {
 	}
 	if c.Brain.DailyTokenBudget < 0 {
 		bad("brain.daily_token_budget", "must be 0 (no budget) or more")
+	}
+	if c.Browse.Render {
+		if c.Browse.RenderTimeout.Duration < 5*time.Second || c.Browse.RenderTimeout.Duration > 5*time.Minute {
+			bad("browse.render_timeout", "must be between 5s and 5m")
+		}
+		if p := c.Browse.ChromiumPath; !filepath.IsAbs(p) || !strings.HasPrefix(filepath.Clean(p), "/usr/") {
+			bad("browse.chromium_path", "must be an absolute path under /usr (the sandbox shows only /usr of the system), got %q", p)
+		}
+		if c.Sandbox.Unsandboxed {
+			bad("browse.render", "needs the sandbox: pages are rendered only inside it, and sandbox.unsandboxed is set")
+		}
 	}
 	if c.Sandbox.MemoryMB != 0 && c.Sandbox.MemoryMB < 1024 {
 		bad("sandbox.memory_mb", "must be 0 (unlimited) or at least 1024: the agent reserves much address space")

@@ -86,6 +86,9 @@ func TestValidationNamesFields(t *testing.T) {
 		{"unknown database", "[database]\nkind = \"mysql\"\n", nil, "database.kind"},
 		{"postgres without dsn", "[database]\nkind = \"postgres\"\n", nil, "database.dsn"},
 		{"short lease", "[workers]\nlease = \"1s\"\n", nil, "workers.lease"},
+		{"render timeout", "[browse]\nrender = true\nrender_timeout = \"1s\"\n", nil, "browse.render_timeout"},
+		{"chromium outside /usr", "[browse]\nrender = true\nchromium_path = \"/opt/chrome/chrome\"\n", nil, "browse.chromium_path"},
+		{"render without sandbox", "[browse]\nrender = true\n[sandbox]\nunsandboxed = true\n", nil, "browse.render"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

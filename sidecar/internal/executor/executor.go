@@ -899,7 +899,8 @@ func (e *Executor) buildPrompt(ctx context.Context, t queue.Task, u prompt.User)
 		"Network access goes through a proxy that allows only the hosts the administrator listed.")
 	if e.opts.OCR {
 		in.Resources = append(in.Resources,
-			"To read the text in a photo or scan: `tesseract IMAGE - -l eng` (more languages if installed: `tesseract --list-langs`); for a scanned PDF first `pdftoppm -r 200 -png FILE.pdf /tmp/page`, then each /tmp/page-N.png.")
+			"To read the text in a photo, scan or PDF: `istota skill ocr FILE [--lang eng+deu]` (Nextcloud's own OCR when its administrator installed a provider, else tesseract). "+
+				"In your sandbox `tesseract IMAGE - -l eng` works too (languages: `tesseract --list-langs`); for a scanned PDF first `pdftoppm -r 200 -png FILE.pdf /tmp/page`, then each /tmp/page-N.png.")
 	}
 	if u.IsAdmin {
 		in.Resources = append(in.Resources,

@@ -62,6 +62,7 @@ func (s *session) fail(cc *clientConn, status int, code, msg string) {
 // block refuses t with 403, records why, and ends the connection.
 func (s *session) block(ctx context.Context, cc *clientConn, t target, r refusal) {
 	s.refuse(ctx, t.String(), r)
+	s.observe(cc, t, OutcomeRefused, r.reason, r.detail)
 	msg := "connection to " + t.String() + " blocked by the network allowlist"
 	if r.reason == audit.ReasonPrivateAddress {
 		msg = "connection to " + t.String() + " blocked: the host resolves to a private or local address"
@@ -101,6 +102,7 @@ func (s *session) admitHost(ctx context.Context, cc *clientConn, t target) bool 
 		return false
 	case !ok:
 		s.refuse(ctx, t.String(), refusal{reason: audit.ReasonNotApproved, detail: msg})
+		s.observe(cc, t, OutcomeRefused, audit.ReasonNotApproved, msg)
 		s.fail(cc, http.StatusForbidden, ErrorNotApproved, "connection to "+t.String()+" refused: "+msg)
 		return false
 	}
@@ -108,6 +110,18 @@ func (s *session) admitHost(ctx context.Context, cc *clientConn, t target) bool 
 	s.admitted[t.host] = true
 	s.mu.Unlock()
 	return true
+}
+
+// observe tells Options.Observe about a decision on t for the request cc is serving.
+func (s *session) observe(cc *clientConn, t target, outcome, reason, detail string) {
+	if s.p.observe == nil {
+		return
+	}
+	d := Decision{Who: s.who, Method: http.MethodConnect, Target: t.String(), Outcome: outcome, Reason: reason, Detail: detail}
+	if req := cc.req; req != nil && req.Method != http.MethodConnect {
+		d.Method, d.URL = req.Method, req.URL.String()
+	}
+	s.p.observe(d)
 }
 
 // badRequest answers 400, records it, and ends the connection.
@@ -140,6 +154,7 @@ func (s *session) handle(ctx context.Context, c net.Conn) {
 			}
 			return
 		}
+		cc.req = req
 		if req.Method == http.MethodConnect {
 			if up != nil {
 				s.release(up.c)
@@ -237,6 +252,7 @@ func (s *session) forward(ctx context.Context, cc *clientConn, req *http.Request
 	}
 	u := *up
 	s.log.Debug("proxy request", "method", req.Method, "target", t.String())
+	s.observe(cc, t, OutcomeAllowed, "", "")
 
 	out := &http.Request{
 		Method:     req.Method,
@@ -400,6 +416,7 @@ func (s *session) open(ctx context.Context, cc *clientConn, t target) (net.Conn,
 		return nil, false
 	case err != nil:
 		s.log.Debug("proxy lookup failed", "target", t.String(), "err", err)
+		s.observe(cc, t, OutcomeFailed, "", "cannot resolve "+t.host)
 		s.fail(cc, http.StatusBadGateway, "dns-failure", "cannot resolve "+t.host)
 		return nil, false
 	}
@@ -409,6 +426,7 @@ func (s *session) open(ctx context.Context, cc *clientConn, t target) (net.Conn,
 	c, err := s.dial(ctx, addrs, t.port)
 	if err != nil {
 		s.log.Debug("proxy dial failed", "target", t.String(), "err", err)
+		s.observe(cc, t, OutcomeFailed, "", "cannot connect")
 		s.fail(cc, http.StatusBadGateway, "upstream-unreachable", "cannot connect to "+t.String())
 		return nil, false
 	}
@@ -446,6 +464,7 @@ func (s *session) connect(ctx context.Context, cc *clientConn, req *http.Request
 		return
 	}
 	s.log.Debug("proxy tunnel opened", "target", t.String(), "addr", up.RemoteAddr().String())
+	s.observe(cc, t, OutcomeAllowed, "", "")
 	s.tunnel(ctx, cc, up, t)
 }
 

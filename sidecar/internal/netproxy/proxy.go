@@ -119,6 +119,11 @@ type Options struct {
 	// approvals (a new host is asked about). It may wait for the user's answer. Nil
 	// admits every allowed host.
 	Gate HostGate
+	// Observe, when set, is told of every request the proxy decides (each CONNECT and
+	// each plain-HTTP request, allowed, refused or failed), so that a caller serving one
+	// job (a page rendered for the browse skill) can show what it reached. It is called
+	// from the connection's goroutine and must not block.
+	Observe func(Decision)
 	// Audit records refusals; nil records them in the log only.
 	Audit  *audit.Log
 	Logger *slog.Logger
@@ -126,6 +131,29 @@ type Options struct {
 	// deadlines always use the real clock, as the kernel does.
 	Clock func() time.Time
 }
+
+// Decision is one request as the proxy decided it, for Options.Observe.
+type Decision struct {
+	Who    Identity
+	Method string // CONNECT, or the plain-HTTP request's method
+	Target string // host:port
+	// URL is the plain-HTTP request's URL; empty for a CONNECT tunnel, whose requests
+	// travel encrypted.
+	URL string
+	// Outcome is OutcomeAllowed, OutcomeRefused or OutcomeFailed.
+	Outcome string
+	// Reason is the audit reason code of a refusal; Detail says more (a failure's
+	// cause, an approval's answer).
+	Reason string
+	Detail string
+}
+
+// Outcomes of a Decision.
+const (
+	OutcomeAllowed = "allowed"
+	OutcomeRefused = "refused"
+	OutcomeFailed  = "failed" // allowed, but the host could not be resolved or reached
+)
 
 // HostGate is the approvals check of a connection (the app wires *approval.Service).
 type HostGate interface {
@@ -148,6 +176,7 @@ type Proxy struct {
 	maxHeader    int
 	maxConns     int
 	gate         HostGate
+	observe      func(Decision)
 	audit        *audit.Log
 	logger       *slog.Logger
 	// strictTLSPorts are the ports whose tunnels must start with a TLS ClientHello.
@@ -174,6 +203,7 @@ func New(opts Options) *Proxy {
 		maxHeader:      orDefault(opts.MaxHeaderBytes, DefaultMaxHeaderBytes),
 		maxConns:       orDefault(opts.MaxConns, DefaultMaxConns),
 		gate:           opts.Gate,
+		observe:        opts.Observe,
 		audit:          opts.Audit,
 		logger:         logger,
 		strictTLSPorts: map[uint16]bool{443: true},
@@ -547,6 +577,7 @@ func (s *session) dial(ctx context.Context, addrs []netip.Addr, port uint16) (ne
 
 // clientConn is a connection from the sandbox.
 type clientConn struct {
+	req *http.Request // the request being served, for Options.Observe
 	c   net.Conn
 	lim *limitReader
 	br  *bufio.Reader

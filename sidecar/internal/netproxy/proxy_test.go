@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -798,5 +799,59 @@ func TestService(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("the refusal was not recorded for the service's identity: %+v", refusals(t, f.audit))
+	}
+}
+
+// TestObserve: every decision is reported — an allowed tunnel by its host, plain-HTTP
+// requests by their URL (each one on a kept-alive connection), refusals with their
+// reason code — and for the identity the listener serves.
+func TestObserve(t *testing.T) {
+	var mu sync.Mutex
+	var got []Decision
+	f := newFixture(t, func(o *Options) {
+		o.Observe = func(d Decision) {
+			mu.Lock()
+			defer mu.Unlock()
+			got = append(got, d)
+		}
+	})
+	c := f.pt.client(f.cert.pool)
+	for _, u := range []string{
+		"https://allowed.test:" + f.tls.port + "/secret-path",
+		"http://allowed.test:" + f.plain.port + "/a?q=1",
+		"http://allowed.test:" + f.plain.port + "/b",
+	} {
+		resp, err := c.Get(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	raw := f.pt.dial(t)
+	raw.send(t, "CONNECT "+hostPort("evil.test", f.tls.port)+" HTTP/1.1\r\n\r\n")
+	raw.response(t, http.MethodConnect)
+	raw = f.pt.dial(t)
+	raw.send(t, "GET http://loop.test:"+f.tls.port+"/x HTTP/1.1\r\nHost: loop.test\r\n\r\n")
+	raw.response(t, http.MethodGet)
+
+	mu.Lock()
+	defer mu.Unlock()
+	var lines []string
+	for _, d := range got {
+		if d.Who != testWho {
+			t.Errorf("decision for %+v, want %+v", d.Who, testWho)
+		}
+		lines = append(lines, strings.TrimSpace(fmt.Sprintf("%s %s %s %s %s", d.Outcome, d.Method, d.Target, d.URL, d.Reason)))
+	}
+	want := []string{
+		"allowed CONNECT allowed.test:" + f.tls.port,
+		"allowed GET allowed.test:" + f.plain.port + " http://allowed.test:" + f.plain.port + "/a?q=1",
+		"allowed GET allowed.test:" + f.plain.port + " http://allowed.test:" + f.plain.port + "/b",
+		"refused CONNECT evil.test:" + f.tls.port + "  " + audit.ReasonHostNotAllowed,
+		"refused GET loop.test:" + f.tls.port + " http://loop.test:" + f.tls.port + "/x " + audit.ReasonPrivateAddress,
+	}
+	if strings.Join(lines, "\n") != strings.Join(want, "\n") {
+		t.Errorf("decisions:\n%s\nwant:\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"))
 	}
 }

@@ -16,11 +16,12 @@ const initName = "istota sandbox-init"
 var fallbackInit = sandboxinit.Self{Name: initName, Args: []string{InitCommand}}
 
 // RunInit is the istota binary's "sandbox-init" subcommand: the sandbox's pid 1 when
-// there is no istota-init (Config.InitPath), the same code as istota-init runs
-// (sandboxinit.Run), and a second start of it sets the resource limits when util-linux
-// prlimit is missing. When it returns, the process must exit with the returned status.
+// there is no istota-init (Config.InitPath), the Go twin of that C program
+// (sandboxinit.Run, same protocol), and a second start of it sets the resource limits
+// when util-linux prlimit is missing. When it returns, the process must exit with the
+// returned status.
 func RunInit(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	// As in cmd/istota-init: the process is the init and nothing else from here on.
+	// The process is the init and nothing else from here on.
 	runtime.GOMAXPROCS(1)
 	return sandboxinit.Run(fallbackInit, args, stdin, stdout, stderr)
 }

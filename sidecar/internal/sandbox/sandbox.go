@@ -2,9 +2,9 @@
 // unprivileged user, with nothing secret inside.
 //
 // The chain for one task is: sidecar → bwrap (started with an environment built from
-// nothing, already switched to the agent uid) → istota-init as pid 1 of the sandbox
-// (package sandboxinit; the istota binary's "sandbox-init" when an older install lacks
-// it) → the agent command. The init listens on
+// nothing, already switched to the agent uid) → istota-init as pid 1 of the sandbox (a
+// small static C program, cmd/istota-init; the istota binary's "sandbox-init", package
+// sandboxinit, when an older install lacks it) → the agent command. The init listens on
 // 127.0.0.1 ports inside the sandbox's private network namespace and passes each
 // connection to a per-task Unix socket served by the sidecar; that is how the agent
 // reaches the LLM gateway, which swaps the per-task token for the real API key outside
@@ -51,8 +51,8 @@ const (
 	SelfBinary = "/opt/istota/bin/istota"
 	// InitBinary is where Config.InitPath appears; it runs as the sandbox's pid 1.
 	InitBinary = "/opt/istota/bin/" + InitFile
-	// InitFile is the name of the dedicated init binary (cmd/istota-init). It ships
-	// beside the istota binary, and the sidecar looks for it there.
+	// InitFile is the name of the dedicated init binary (cmd/istota-init, in C). It
+	// ships beside the istota binary, and the sidecar looks for it there.
 	InitFile = "istota-init"
 	// AgentBinDir holds Spec.AgentBinary; it is first on PATH.
 	AgentBinDir = "/opt/istota/agent"
@@ -87,7 +87,8 @@ type Config struct {
 	SelfPath string
 	// InitPath is the host path of istota-init, the dedicated init binary built with
 	// this sidecar (InitFile). It is bound read-only at InitBinary and runs as every
-	// sandbox's pid 1; it starts about 20 ms faster than the whole istota binary.
+	// sandbox's pid 1; a small static C program, it starts and ends tens of milliseconds
+	// faster than the whole istota binary (BenchmarkSandboxOverhead).
 	// Empty: the istota binary is the init. Symlinks are resolved once.
 	InitPath string
 	// SocketDir holds one private directory per task for its Unix sockets. It is created
@@ -187,7 +188,9 @@ type Spec struct {
 	UserID string
 	// Workspace is the user's workspace on the host, bound read-write at WorkspaceDir.
 	// Like Home, Tmp and Mount sources it must be an absolute path with no symbolic
-	// link on it: resolve the configured base directory once at startup.
+	// link on it: resolve the configured base directory once at startup. Empty gives an
+	// empty tmpfs, for runs that must see no user's files (a page rendered in a headless
+	// browser); the unsandboxed mode refuses that, as it has no tmpfs to give.
 	Workspace string
 	// Home is the user's persistent home (Claude Code keeps sessions there), bound
 	// read-write at HomeDir. Empty gives an empty tmpfs.
@@ -237,8 +240,9 @@ type Runner struct {
 	protocol  int    // tests only: the init protocol version asked for; 0 is sandboxinit.Protocol
 	rootArgs  []string
 	etc       []etcData // synthetic passwd, group and hosts, the same for every sandbox
-	// prlimit is util-linux prlimit, through which the init sets the command's limits;
-	// empty: the init sets them by a second start of the istota binary (a Go start more).
+	// prlimit is util-linux prlimit, through which the Go fallback init (no InitPath)
+	// sets the command's limits; empty: istota-init sets them itself, or the fallback
+	// sets them by a second start of the istota binary (a Go start more).
 	prlimit   string
 	owned     *ownedTrees // nil unless switchTo
 	transport *http.Transport
@@ -305,7 +309,9 @@ func New(cfg Config, logger *slog.Logger) (*Runner, error) {
 		r.seccomp = prog
 		r.rootArgs = systemRootArgs()
 		r.etc = syntheticEtc(r.uid, r.gid)
-		if len(cfg.Limits.flags()) > 0 {
+		// istota-init sets the limits itself; only the istota binary's Go fallback
+		// needs a helper for them.
+		if len(cfg.Limits.flags()) > 0 && r.cfg.InitPath == "" {
 			if err := checkPrlimit(prlimitPath); err != nil {
 				logger.Info("sandbox: resource limits are set by a second start of the istota binary in every sandbox, which is slower", "reason", err)
 			} else {
@@ -529,8 +535,8 @@ var reservedDest = []string{"/", "/usr", "/etc", "/proc", "/dev", "/bin", "/sbin
 
 // validate checks everything in spec that does not touch the filesystem.
 func (r *Runner) validate(spec *Spec) error {
-	if spec.Workspace == "" {
-		return errors.New("workspace is required")
+	if spec.Workspace == "" && r.cfg.Unsandboxed {
+		return errors.New("workspace is required without the sandbox")
 	}
 	if len(spec.Argv) == 0 && spec.AgentBinary == "" {
 		return errors.New("argv is empty and no agent binary is set")
@@ -789,8 +795,12 @@ func (r *Runner) prepareSandbox(ctx context.Context, spec *Spec, run *Run) error
 		b.add("--perms", "0644", "--ro-bind-data", keep(f), df.dest)
 	}
 	b.add("--dev", "/dev", "--proc", "/proc")
-	if err := bindDir(spec.Workspace, WorkspaceDir, true); err != nil {
-		return fmt.Errorf("workspace: %w", err)
+	if spec.Workspace != "" {
+		if err := bindDir(spec.Workspace, WorkspaceDir, true); err != nil {
+			return fmt.Errorf("workspace: %w", err)
+		}
+	} else {
+		b.add("--tmpfs", WorkspaceDir)
 	}
 	if spec.Home != "" {
 		if err := bindDir(spec.Home, HomeDir, true); err != nil {
@@ -974,6 +984,10 @@ func (r *Runner) initArgv() []string {
 	return []string{SelfBinary, InitCommand, protocol}
 }
 
+// Unsandboxed reports whether the Runner runs commands directly on the host (the
+// development mode), without any isolation.
+func (r *Runner) Unsandboxed() bool { return r.cfg.Unsandboxed }
+
 // InitInUse says which init the sandboxes run, for the logs and `istota doctor`.
 func (r *Runner) InitInUse() string {
 	switch {
@@ -982,7 +996,7 @@ func (r *Runner) InitInUse() string {
 	case r.cfg.InitPath != "":
 		return fmt.Sprintf("%s (protocol %d)", r.cfg.InitPath, sandboxinit.Protocol)
 	}
-	return r.cfg.SelfPath + " " + InitCommand + " (the istota binary itself: each task starts about 20 ms slower than with " + InitFile + ")"
+	return r.cfg.SelfPath + " " + InitCommand + " (the istota binary itself: each task starts tens of milliseconds slower than with " + InitFile + ")"
 }
 
 // addService creates the socket for one service, binds it into the sandbox, starts it

@@ -380,7 +380,6 @@ func TestSpecValidation(t *testing.T) {
 		mutate func(*Spec)
 		want   string
 	}{
-		{"no workspace", func(s *Spec) { s.Workspace = "" }, "workspace is required"},
 		{"symlinked workspace", func(s *Spec) { s.Workspace = link }, "symbolic link"},
 		{"workspace through symlinked parent", func(s *Spec) { s.Workspace = filepath.Join(through, "workspace") }, "symbolic link"},
 		{"symlinked home", func(s *Spec) { s.Home = link }, "symbolic link"},
@@ -639,11 +638,23 @@ func TestPIDNamespace(t *testing.T) {
 
 func TestDescriptorsDoNotLeak(t *testing.T) {
 	e := newTestEnv(t)
-	r := e.runner(t)
 	spec := e.userDirs(t, "alice")
 	spec.LLM = &LLMUpstream{BaseURL: "http://127.0.0.1:9", APIKey: "sk-" + randomHex(t, 16)}
-	res := sh(t, r, spec, `for p in self 1; do for f in /proc/$p/fd/*; do echo "$p $f $(readlink $f)"; done; done`)
-	mustSucceed(t, res)
+	for _, ic := range initCases {
+		t.Run(ic.name, func(t *testing.T) {
+			r := initRunner(t, e, Limits{OpenFiles: 100}, ic)
+			res := sh(t, r, spec, `for p in self 1; do for f in /proc/$p/fd/*; do echo "$p $f $(readlink $f)"; done; done`)
+			mustSucceed(t, res)
+			checkDescriptors(t, e, res)
+		})
+	}
+}
+
+// checkDescriptors fails for a descriptor of the command or the init (listed as "pid
+// path target") that is neither standard, a socket, pipe or anonymous inode, nor a path
+// of the host.
+func checkDescriptors(t *testing.T, e *testEnv, res result) {
+	t.Helper()
 	for _, l := range strings.Split(strings.TrimSpace(res.stdout), "\n") {
 		f := strings.Fields(l)
 		if len(f) < 3 {
@@ -661,8 +672,15 @@ func TestDescriptorsDoNotLeak(t *testing.T) {
 
 func TestExitStatusAndSignals(t *testing.T) {
 	e := newTestEnv(t)
-	r := e.runner(t)
 	spec := e.userDirs(t, "alice")
+	for _, ic := range initCases {
+		t.Run(ic.name, func(t *testing.T) {
+			testExitStatusAndSignals(t, initRunner(t, e, Limits{OpenFiles: 1000}, ic), spec)
+		})
+	}
+}
+
+func testExitStatusAndSignals(t *testing.T, r *Runner, spec Spec) {
 	for _, tc := range []struct {
 		name string
 		argv []string
@@ -676,6 +694,8 @@ func TestExitStatusAndSignals(t *testing.T) {
 		{"PATH lookup", []string{"echo", "found"}, 0, "found\n"},
 		{"signal to pid 1 is forwarded", []string{"/bin/sh", "-c", `trap 'echo got-term; exit 7' TERM; kill -TERM 1; i=0; while [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; echo no-signal`}, 7, "got-term\n"},
 		{"background processes end with the command", []string{"/bin/sh", "-c", `sleep 600 & echo $! > /tmp/bg; exit 0`}, 0, ""},
+		// Orphans are the init's to reap: none may stay a zombie.
+		{"orphans are reaped", []string{"/bin/sh", "-c", `for i in 1 2 3 4 5; do (sleep 0.1 &); done; sleep 1; grep -l '^State:.*zombie' /proc/[0-9]*/status; echo zombies-listed`}, 0, "zombies-listed\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := spec
@@ -775,26 +795,30 @@ func serveEcho(ctx context.Context, ln net.Listener) error {
 
 func TestServices(t *testing.T) {
 	e := newTestEnv(t)
-	r := e.runner(t)
 	spec := e.userDirs(t, "alice")
 	spec.Services = []Service{{Name: "proxy", Port: 3128, Serve: serveEcho}, {Name: "cred", Serve: serveEcho}}
-	for _, tc := range []struct{ network, addr string }{
-		{"tcp", "127.0.0.1:3128"},
-		{"unix", "/run/istota/proxy.sock"},
-		{"unix", "/run/istota/cred.sock"},
-	} {
-		t.Run(tc.addr, func(t *testing.T) {
-			s := spec
-			s.Argv = []string{SelfBinary, helperCommand, "echo", tc.network, tc.addr}
-			res := run(t, r, s)
-			if res.stdout != "answer=echo: ping\n" {
-				t.Fatalf("got %q (stderr %q)", res.stdout, res.stderr)
+	for _, ic := range initCases {
+		t.Run(ic.name, func(t *testing.T) {
+			r := initRunner(t, e, Limits{OpenFiles: 100}, ic)
+			for _, tc := range []struct{ network, addr string }{
+				{"tcp", "127.0.0.1:3128"},
+				{"unix", "/run/istota/proxy.sock"},
+				{"unix", "/run/istota/cred.sock"},
+			} {
+				t.Run(tc.addr, func(t *testing.T) {
+					s := spec
+					s.Argv = []string{SelfBinary, helperCommand, "echo", tc.network, tc.addr}
+					res := run(t, r, s)
+					if res.stdout != "answer=echo: ping\n" {
+						t.Fatalf("got %q (stderr %q)", res.stdout, res.stderr)
+					}
+				})
+			}
+			entries, _ := os.ReadDir(r.cfg.SocketDir)
+			if len(entries) != 0 {
+				t.Errorf("Close left %d entries in the socket directory", len(entries))
 			}
 		})
-	}
-	entries, _ := os.ReadDir(r.cfg.SocketDir)
-	if len(entries) != 0 {
-		t.Errorf("Close left %d entries in the socket directory", len(entries))
 	}
 }
 
@@ -829,6 +853,27 @@ func TestUnsandboxedMode(t *testing.T) {
 	}
 	if len(calls) != 1 || calls[0] != "sk-real" {
 		t.Errorf("upstream saw keys %q", calls)
+	}
+	// Without the sandbox there is no tmpfs to stand for a missing workspace.
+	spec.Workspace, spec.LLM = "", nil
+	if rn, err := r.Prepare(context.Background(), spec); err == nil || !strings.Contains(err.Error(), "workspace is required") {
+		if rn != nil {
+			rn.Close()
+		}
+		t.Errorf("an unsandboxed run without a workspace: %v", err)
+	}
+}
+
+// TestNoWorkspace: a run without a workspace (a page rendered for the browse skill)
+// gets an empty, writable tmpfs at /workspace and no user's files.
+func TestNoWorkspace(t *testing.T) {
+	e := newTestEnv(t)
+	r := e.runner(t)
+	spec := Spec{TaskID: 3, UserID: "alice"}
+	res := sh(t, r, spec, `ls -A /workspace | wc -l; echo x > /workspace/f && cat /workspace/f; pwd; stat -f -c %T /workspace`)
+	mustSucceed(t, res)
+	if res.stdout != "0\nx\n/workspace\ntmpfs\n" {
+		t.Errorf("got %q", res.stdout)
 	}
 }
 

@@ -80,7 +80,7 @@ type Nextcloud struct {
 	API NextcloudAPI
 	// Remote is the bot's path of a file of uid's workspace (Users/{uid}/…).
 	Remote func(uid, rel string) string
-	// Poll is how often the task is looked at (default 2 s).
+	// Poll is how often the task is looked at (default webdav.DefaultTaskPoll).
 	Poll time.Duration
 }
 
@@ -97,31 +97,15 @@ func (n *Nextcloud) TranscribeAudio(ctx context.Context, a Audio) (string, error
 	if err != nil {
 		return "", fmt.Errorf("transcribe: find the recording in Nextcloud: %w", err)
 	}
-	task, err := n.API.ScheduleTask(ctx, AudioToText, map[string]any{"input": id}, "istota", a.Label)
-	if err != nil {
-		return "", fmt.Errorf("transcribe: schedule Nextcloud's speech-to-text: %w", err)
+	task, err := webdav.AwaitTask(ctx, n.API, AudioToText, map[string]any{"input": id}, "istota", a.Label, n.Poll)
+	switch {
+	case err != nil && ctx.Err() != nil && task.ID != 0:
+		return "", fmt.Errorf("transcribe: Nextcloud's speech-to-text task %d did not finish in time (are Nextcloud's background jobs running?): %w", task.ID, err)
+	case err != nil:
+		return "", fmt.Errorf("transcribe: Nextcloud's speech-to-text: %w", err)
+	case task.Status != webdav.TaskSuccessful:
+		return "", fmt.Errorf("transcribe: Nextcloud's speech-to-text task %d ended %s", task.ID, strings.ToLower(strings.TrimPrefix(task.Status, "STATUS_")))
 	}
-	poll := n.Poll
-	if poll <= 0 {
-		poll = 2 * time.Second
-	}
-	tick := time.NewTicker(poll)
-	defer tick.Stop()
-	for {
-		switch task.Status {
-		case webdav.TaskSuccessful:
-			text, _ := task.Output["output"].(string)
-			return strings.TrimSpace(text), nil
-		case webdav.TaskFailed, webdav.TaskCancelled:
-			return "", fmt.Errorf("transcribe: Nextcloud's speech-to-text task %d ended %s", task.ID, strings.ToLower(strings.TrimPrefix(task.Status, "STATUS_")))
-		}
-		select {
-		case <-ctx.Done():
-			return "", fmt.Errorf("transcribe: Nextcloud's speech-to-text task %d did not finish in time (are Nextcloud's background jobs running?): %w", task.ID, ctx.Err())
-		case <-tick.C:
-		}
-		if task, err = n.API.ProcessingTaskByID(ctx, task.ID); err != nil {
-			return "", fmt.Errorf("transcribe: read Nextcloud's speech-to-text task: %w", err)
-		}
-	}
+	text, _ := task.Output["output"].(string)
+	return strings.TrimSpace(text), nil
 }

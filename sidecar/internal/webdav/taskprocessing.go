@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"path"
 	"strconv"
+	"time"
 )
 
 // Nextcloud's TaskProcessing OCS API (core/Controller/TaskProcessingApiController.php,
@@ -102,4 +103,48 @@ func (c *Client) FileID(ctx context.Context, name string) (int64, error) {
 		}
 	}
 	return 0, &Error{Op: "PROPFIND", Path: rel, Status: 404, kind: kindForStatus(404), Message: "no such file"}
+}
+
+// TaskAPI is the part of Client that schedules and reads TaskProcessing tasks.
+type TaskAPI interface {
+	ScheduleTask(ctx context.Context, typ string, input map[string]any, appID, customID string) (ProcessingTask, error)
+	ProcessingTaskByID(ctx context.Context, id int64) (ProcessingTask, error)
+}
+
+// DefaultTaskPoll is how often AwaitTask reads a task that has not ended.
+const DefaultTaskPoll = 2 * time.Second
+
+// AwaitTask schedules a task and reads it every poll (0: DefaultTaskPoll) until it
+// ends, successful, failed or cancelled, and returns it: Nextcloud's own background
+// workers run it. When ctx ends first, the task as last read is returned with ctx's
+// error; when Nextcloud cannot be asked, an error.
+func AwaitTask(ctx context.Context, api TaskAPI, typ string, input map[string]any, appID, customID string, poll time.Duration) (ProcessingTask, error) {
+	task, err := api.ScheduleTask(ctx, typ, input, appID, customID)
+	if err != nil {
+		return ProcessingTask{}, fmt.Errorf("schedule a %s task: %w", typ, err)
+	}
+	if poll <= 0 {
+		poll = DefaultTaskPoll
+	}
+	tick := time.NewTicker(poll)
+	defer tick.Stop()
+	for {
+		switch task.Status {
+		case TaskSuccessful, TaskFailed, TaskCancelled:
+			return task, nil
+		}
+		select {
+		case <-ctx.Done():
+			return task, ctx.Err()
+		case <-tick.C:
+		}
+		next, err := api.ProcessingTaskByID(ctx, task.ID)
+		if err != nil {
+			if ctx.Err() != nil {
+				return task, ctx.Err()
+			}
+			return task, fmt.Errorf("read task %d: %w", task.ID, err)
+		}
+		task = next
+	}
 }

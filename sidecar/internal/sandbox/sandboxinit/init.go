@@ -1,12 +1,14 @@
-// Package sandboxinit is the pid 1 of every sandbox: it bridges loopback ports to Unix
-// sockets, starts the agent command under its resource limits, forwards signals, reaps
-// orphans and returns the command's exit status.
+// Package sandboxinit is the Go fallback of the sandbox's pid 1: it bridges loopback
+// ports to Unix sockets, starts the agent command under its resource limits, forwards
+// signals, reaps orphans and returns the command's exit status.
 //
-// It runs once per task, so its start is part of every task's latency (issue 12: a
-// sandboxed run ≤ a bare run + 10 ms). It is built into its own small binary,
-// cmd/istota-init, and must import nothing but the standard library, and none of the
-// standard library's heavy packages (TestDependencies enforces that): the istota binary
-// spends about 12 ms on package initialisation alone before main runs.
+// Every sandbox normally runs istota-init, a small static C program
+// (cmd/istota-init/istota-init.c) that speaks the same protocol: the init runs once per
+// task, so its start is part of every task's latency (issue 12: a sandboxed run ≤ a bare
+// run + 10 ms), and a Go runtime's start and exit alone cost several milliseconds. The
+// istota binary runs this package ("istota sandbox-init") when istota-init is missing
+// beside it. The two must not drift: this package's tests run one suite of behaviour
+// checks against both, comparing exit statuses and messages byte for byte.
 package sandboxinit
 
 import (
@@ -54,12 +56,9 @@ type Self struct {
 	// Name prefixes the init's own messages on the task's stderr.
 	Name string
 	// Args come between the binary and the init's flags when the init starts itself
-	// again (--exec): none for istota-init, "sandbox-init" for the istota binary.
+	// again (--exec): "sandbox-init" for the istota binary, "sandboxinit-test" in tests.
 	Args []string
 }
-
-// Minimal is the dedicated init binary, cmd/istota-init.
-var Minimal = Self{Name: "istota-init"}
 
 // Run is the sandbox's pid 1 ("istota-init [flags] -- command args…"). It serves each
 // --forward PORT=SOCKET as a listener on 127.0.0.1:PORT inside the sandbox's network
@@ -72,7 +71,9 @@ var Minimal = Self{Name: "istota-init"}
 // The limits are set by util-linux prlimit when --prlimit names it (it sets them on
 // itself and execs the command), otherwise by a second start of this binary (--exec).
 // Either way the init itself is never bound by them; prlimit is a small C program and
-// starts in a fraction of the time a second Go runtime does.
+// starts in a fraction of the time a second Go runtime does. (istota-init sets them
+// with setrlimit in its forked child and ignores --prlimit; that is the one difference
+// in behaviour between the two.)
 //
 // A --protocol other than Protocol is refused (exit 2) before anything else is read.
 //
@@ -92,7 +93,7 @@ func Run(self Self, args []string, stdin io.Reader, stdout, stderr io.Writer) in
 	var limits rlimitFlags
 	fs.Int(ProtocolFlag, Protocol, "version of the sidecar's command line; another than this init's is refused")
 	execOnly := fs.Bool("exec", false, "internal: set the limits, then exec the command in place")
-	prlimit := fs.String("prlimit", "", "`PATH` of util-linux prlimit, which then sets the limits")
+	prlimit := fs.String("prlimit", "", "`PATH` of util-linux prlimit, which an init may use to set the limits (istota-init sets them itself)")
 	fs.Var(&forwards, "forward", "`PORT=SOCKET`: serve 127.0.0.1:PORT and pass each connection to the Unix socket (repeatable)")
 	fs.Var(&limits, "rlimit", "`NAME=VALUE`: resource limit of the command: as, nproc, nofile or cpu (repeatable)")
 	if err := fs.Parse(args); err != nil {

@@ -1,5 +1,6 @@
-// Package sandboxtest builds the real istota-init for tests that run sandboxes, so they
-// run the init that ships rather than the test binary standing in for it.
+// Package sandboxtest builds the real istota-init (the C program in cmd/istota-init) for
+// tests that run sandboxes, so they run the init that ships rather than the Go fallback
+// in the test binary standing in for it.
 package sandboxtest
 
 import (
@@ -20,9 +21,9 @@ var (
 	buildErr error
 )
 
-// BuildInit builds cmd/istota-init the way it ships (static, without cgo, -trimpath,
-// stripped; keep in step with the Makefile and scripts/appstore.sh) into a temporary
-// directory, once per test process, and returns its path. Call Cleanup from TestMain.
+// BuildInit builds cmd/istota-init the way it ships (its build.sh with cc, as the
+// Makefile does; scripts/appstore.sh uses the same script) into a temporary directory,
+// once per test process, and returns its path. Call Cleanup from TestMain.
 func BuildInit() (string, error) {
 	once.Do(func() {
 		buildDir, buildErr = os.MkdirTemp("", "istota-init-build-")
@@ -37,17 +38,24 @@ func BuildInit() (string, error) {
 
 // Build builds cmd/istota-init into out as it ships.
 func Build(out string) error {
-	gomod, err := exec.Command("go", "env", "GOMOD").Output()
+	dir, err := SourceDir()
 	if err != nil {
-		return fmt.Errorf("locate the module: %w", err)
+		return err
 	}
-	cmd := exec.Command("go", "build", "-buildvcs=false", "-trimpath", "-ldflags", "-s -w", "-o", out, "./sidecar/cmd/istota-init")
-	cmd.Dir = filepath.Dir(strings.TrimSpace(string(gomod)))
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	cmd := exec.Command(filepath.Join(dir, "build.sh"), "cc", out)
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("build istota-init: %w\n%s", err, b)
 	}
 	return nil
+}
+
+// SourceDir returns the directory of istota-init's source and build script.
+func SourceDir() (string, error) {
+	gomod, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("locate the module: %w", err)
+	}
+	return filepath.Join(filepath.Dir(strings.TrimSpace(string(gomod))), "sidecar", "cmd", "istota-init"), nil
 }
 
 // Init puts a copy of the built istota-init into dir (which the agent uid must be able
