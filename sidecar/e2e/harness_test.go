@@ -104,6 +104,7 @@ type sidecar struct {
 	logMu   sync.Mutex
 	log     bytes.Buffer
 	exited  chan struct{}
+	env     []string // more environment for istota serve
 }
 
 type sidecarOptions struct {
@@ -118,6 +119,8 @@ type sidecarOptions struct {
 	claudePath string
 	// extraConfig is appended to the configuration file (whole TOML tables).
 	extraConfig string
+	// env is more environment for istota serve (NAME=value), e.g. SSL_CERT_FILE.
+	env []string
 }
 
 func newSidecar(t testing.TB, o sidecarOptions) *sidecar {
@@ -140,7 +143,7 @@ func newSidecar(t testing.TB, o sidecarOptions) *sidecar {
 	if o.claudePath == "" {
 		o.claudePath = claudeBinary(t)
 	}
-	s := &sidecar{t: t, dir: dir, secret: []byte("e2e-shared-secret-0123456789abcdef0123")}
+	s := &sidecar{t: t, dir: dir, secret: []byte("e2e-shared-secret-0123456789abcdef0123"), env: o.env}
 	port := freePort(t)
 	s.url = fmt.Sprintf("http://127.0.0.1:%d", port)
 	cfg := fmt.Sprintf(`data_dir = %q
@@ -195,7 +198,7 @@ func (s *sidecar) appendConfig(t testing.TB, text string) {
 func (s *sidecar) start() {
 	s.t.Helper()
 	s.cmd = exec.Command(binary, "serve", "-c", s.cfgPath)
-	s.cmd.Env = append(os.Environ(), "ISTOTA_E2E_CANARY=canary-secret-in-sidecar-env")
+	s.cmd.Env = append(append(os.Environ(), "ISTOTA_E2E_CANARY=canary-secret-in-sidecar-env"), s.env...)
 	s.cmd.Stdout = &lockedWriter{mu: &s.logMu, w: &s.log}
 	s.cmd.Stderr = s.cmd.Stdout
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

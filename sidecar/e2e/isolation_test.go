@@ -36,8 +36,17 @@ func newIsolationEnv(t *testing.T, o sidecarOptions) *isolationEnv {
 // run makes uid's agent run cmd with the Bash tool and returns the tool's output.
 func (e *isolationEnv) run(t *testing.T, uid string, admin bool, cmd string) string {
 	t.Helper()
+	out, _ := e.runAsked(t, uid, admin, cmd, "")
+	return out
+}
+
+// runAsked is run for a request that says more than the case's marker (words that
+// choose skills for the prompt); it also returns the model request that ran the tool.
+func (e *isolationEnv) runAsked(t *testing.T, uid string, admin bool, cmd, request string) (string, fakeapi.Recorded) {
+	t.Helper()
 	e.next++
 	marker := fmt.Sprintf("isolation-case-%d", e.next)
+	text := strings.TrimSpace(request + " " + marker)
 	e.api.AddScript(marker, fakeapi.Marker(marker), fakeapi.Script{
 		fakeapi.ToolCall("", "Bash", map[string]any{"command": cmd, "description": "isolation probe"}),
 		fakeapi.Reply("done " + marker),
@@ -45,8 +54,8 @@ func (e *isolationEnv) run(t *testing.T, uid string, admin bool, cmd string) str
 	// A conversation per case, so no case sees another's marker in its context.
 	token := fmt.Sprintf("iso%d", e.next)
 	e.bot.EnableIn(token)
-	e.talk.AddUserMessage(token, e.next, uid, marker)
-	body := talkEventAs(token, e.next, uid, marker, admin)
+	e.talk.AddUserMessage(token, e.next, uid, text)
+	body := talkEventAs(token, e.next, uid, text, admin)
 	if status, ans := e.sc.post("/v1/talk/events", body); status != 200 || ans["status"] != "accepted" {
 		t.Fatalf("intake: %d %v", status, ans)
 	}
@@ -58,7 +67,7 @@ func (e *isolationEnv) run(t *testing.T, uid string, admin bool, cmd string) str
 				continue
 			}
 			for _, b := range r.ToolResults() {
-				return b.Content
+				return b.Content, r
 			}
 		}
 		select {

@@ -105,3 +105,21 @@ export const decideApproval = (id, approve) => request('POST', `me/approvals/${s
  * @return {Promise<object>} {admin, user, effective}
  */
 export const putApprovalPolicies = (policies) => request('PUT', 'me/approvals/policies', { data: policies })
+
+/** @return {Promise<object>} connected, host, port, tls, username, connected_at, checked_at, ok, last_error, messages, unseen */
+export const getMailbox = () => request('GET', 'me/mailbox')
+
+/**
+ * connectMailbox logs in with the account and keeps it when that works. The password is
+ * sent once and never comes back; '' keeps the stored one for the same server and user.
+ *
+ * @param {{host: string, port: number, tls: string, username: string, password: string}} account the account
+ * @return {Promise<object>} the mailbox as getMailbox shows it
+ */
+export const putMailbox = (account) => request('PUT', 'me/mailbox', { data: account })
+
+/** @return {Promise<object>} the mailbox after a login just now */
+export const testMailbox = () => request('POST', 'me/mailbox/test')
+
+/** @return {Promise<object>} {connected: false} */
+export const deleteMailbox = () => request('DELETE', 'me/mailbox')

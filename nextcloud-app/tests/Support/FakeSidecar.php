@@ -67,7 +67,7 @@ final class FakeSidecar {
 
 	/** Forgets everything received and every instruction; the server keeps running. */
 	public function reset(): void {
-		foreach (['control.json', 'requests.jsonl', 'events.jsonl', 'duplicates.jsonl', 'nonces.json', 'seen.json', 'users.json', 'usermd.json', 'facts.json', 'admin.json', 'bodies.jsonl', 'homes.json'] as $file) {
+		foreach (['control.json', 'requests.jsonl', 'events.jsonl', 'duplicates.jsonl', 'nonces.json', 'seen.json', 'users.json', 'usermd.json', 'facts.json', 'admin.json', 'bodies.jsonl', 'homes.json', 'mailboxes.json'] as $file) {
 			@unlink($this->stateDir . '/' . $file);
 		}
 	}

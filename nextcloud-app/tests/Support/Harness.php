@@ -12,6 +12,7 @@ namespace OCA\Istota\Tests\Support;
 use OCA\Istota\AppInfo\Application;
 use OCA\Istota\Controller\AdminController;
 use OCA\Istota\Controller\ApprovalsController;
+use OCA\Istota\Controller\MailboxController;
 use OCA\Istota\Controller\MeController;
 use OCA\Istota\Controller\SidecarController;
 use OCA\Istota\Controller\MemoryController;
@@ -30,6 +31,7 @@ use OCA\Istota\Service\EventPayloadBuilder;
 use OCA\Istota\Service\HomeConversation;
 use OCA\Istota\Service\MemoryService;
 use OCA\Istota\Service\ApprovalsService;
+use OCA\Istota\Service\MailboxService;
 use OCA\Istota\Service\MeService;
 use OCA\Istota\Service\NextcloudDelegate;
 use OCA\Istota\Service\OutboxFlusher;
@@ -182,6 +184,11 @@ final class Harness {
 	public function approvalsController(): ApprovalsController {
 		return new ApprovalsController(new TestRequest(), $this->session, $this->l10n, $this->logger,
 			new ApprovalsService($this->sessionService(), $this->client));
+	}
+
+	public function mailboxController(): MailboxController {
+		return new MailboxController(new TestRequest(), $this->session, $this->l10n, $this->logger,
+			new MailboxService($this->sessionService(), $this->client));
 	}
 
 	public function sessionService(): SessionService {

@@ -1,6 +1,7 @@
 package realnc
 
 import (
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -65,6 +66,7 @@ func testFiles(t *testing.T, e *env) {
 	})
 
 	t.Run("an edit in the share reaches the next task", func(t *testing.T) {
+		e.waitBotShare(t, "alice")
 		user, _ := nc.getFile(t, "alice", "istota/config/USER.md")
 		edited := string(user) + "\n- Alice takes her coffee black [files-edit]\n"
 		nc.putFile(t, "alice", "istota/config/USER.md", []byte(edited))
@@ -100,4 +102,25 @@ func testFiles(t *testing.T, e *env) {
 			return ok && strings.Contains(string(b), "Budget: 42 EUR")
 		}, e.sc.logs)
 	})
+}
+
+// waitBotShare waits until user's istota/ is the bot's folder shared with them (its
+// config/ holds the seeded USER.md), so a test's write into it cannot land in a folder
+// of the user's own, which would shadow the share. When it never is, the failure says
+// what the user has instead: their top-level names and the shares they received.
+func (e *env) waitBotShare(t *testing.T, user string) {
+	t.Helper()
+	nc := e.nc
+	deadline := time.Now().Add(time.Minute)
+	for !slices.Contains(nc.list(t, user, "istota/config"), "USER.md") {
+		if time.Now().After(deadline) {
+			var received []string
+			for _, s := range nc.shares(t, user, "shared_with_me=true") {
+				received = append(received, fmt.Sprintf("%s of %s at %s", s.Path, s.UIDOwner, s.FileTarget))
+			}
+			t.Fatalf("%s's istota/ is not the bot's shared folder after %s: top level %q, shares received %q, istota/config %q\n--- sidecar log (tail) ---\n%s",
+				user, time.Minute, nc.list(t, user, ""), received, nc.list(t, user, "istota/config"), tail(e.sc.logs(), 60))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }

@@ -85,6 +85,7 @@ func TestNextcloud(t *testing.T) {
 		{"approvals", testApprovals},
 		{"ncskill", testNextcloudSkill},
 		{"settings api", testSettingsAPI},
+		{"mailbox", testMailbox},
 		{"access", testAccess},
 		{"figures", testFigures},
 		{"load", testLoad},

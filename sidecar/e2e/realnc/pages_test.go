@@ -41,6 +41,7 @@ func testPages(t *testing.T, e *env) {
 	// schedule (Feb 29, 03:00) keeps it from running during the tests.
 	jobs := map[string]string{"alice": aliceJob, "bob": "bob-secret-plans-job"}
 	for user, name := range jobs {
+		e.waitBotShare(t, user)
 		nc.putFile(t, user, "istota/config/CRON.md", []byte("# Scheduled jobs\n\n```toml\n[[jobs]]\nname = \""+name+
 			"\"\nschedule = \"0 3 29 2 *\"\nprompt = \"Prepare the report with every figure and projection, checked twice\"\n```\n"))
 	}

@@ -46,6 +46,9 @@ func (s *sidecar) openBriefings(files *userConfigFiles) (*briefing.Runner, error
 		OnReply:          s.outbox.Wake,
 		Logger:           s.log.With("component", "briefing"),
 	}
+	if s.mailbox != nil {
+		opts.Mailbox = briefingMailbox{s.mailbox}
+	}
 	if s.calendars != nil {
 		opts.Calendars, opts.CalendarChoice = s.calendars, s.calendarChoice
 	}

@@ -39,6 +39,7 @@ import (
 	"github.com/istota/istota/sidecar/internal/knowledge"
 	"github.com/istota/istota/sidecar/internal/kv"
 	"github.com/istota/istota/sidecar/internal/leader"
+	"github.com/istota/istota/sidecar/internal/mailbox"
 	"github.com/istota/istota/sidecar/internal/memory"
 	"github.com/istota/istota/sidecar/internal/netproxy"
 	"github.com/istota/istota/sidecar/internal/outbox"
@@ -95,6 +96,7 @@ type sidecar struct {
 	bot       botHTTP           // the connections and session the bot account reaches Nextcloud with
 	app       *appcall.Client   // the sidecar's calls to the app; nil when a CLI command has no secret
 	web       *webfetch.Client  // fetches for users under the network allowlist (browse, markets)
+	mailbox   *mailbox.Service  // the users' own mailboxes (skill, briefings, settings pages)
 	renderer  *render.Renderer  // renders pages with their scripts for browse; nil unless [browse] render
 }
 
@@ -270,6 +272,9 @@ func openSidecar(ctx context.Context, cfg config.Config, log *slog.Logger, why p
 	if err := s.registerContentSkills(registry, kvs, auditLog); err != nil {
 		return nil, err
 	}
+	if err := s.openMailbox(registry, creds); err != nil {
+		return nil, err
+	}
 	s.launcher.skills = credproxy.New(registry, creds, auditLog, log.With("component", "credproxy"), credproxy.Options{Gate: s.approvals})
 	s.launcher.usage = usage.New(s.db)
 	s.launcher.login = s.pages.settings.Login
@@ -383,10 +388,11 @@ func openSidecar(ctx context.Context, cfg config.Config, log *slog.Logger, why p
 				s.brief.Wake()
 			}
 		},
-		Commands:  command.Shell{},
-		Budget:    s.budget(),
-		Approvals: s.approvals,
-		Skills:    registry,
+		Commands:      command.Shell{},
+		Budget:        s.budget(),
+		Approvals:     s.approvals,
+		Skills:        registry,
+		UserResources: s.userResources,
 		Deferred: deferred.New(kvs, s.queue, auditLog, log.With("component", "deferred"),
 			deferred.Options{SubtaskSource: queue.SourceSubtask}),
 	})

@@ -78,7 +78,8 @@ func (s *sidecar) openPages(heartbeats portal.HeartbeatStatus, briefings portal.
 		Version: Version, Schema: store.SchemaVersion(), StartedAt: time.Now(), Sandbox: sb,
 		BotAccount: cfg.Nextcloud.BotUser != "" && cfg.Nextcloud.BotPassword != "", TalkSecret: cfg.Talk.BotSecret != "",
 		ReservedInteractive: cfg.Workers.ReservedInteractive, OnJobRun: onJobRun, Approvals: s.approvals,
-		Logger: s.log.With("component", "pages"),
+		Mailbox: s.mailbox,
+		Logger:  s.log.With("component", "pages"),
 	})
 	if err != nil {
 		return err

@@ -68,11 +68,31 @@ type KV interface {
 	List(ctx context.Context, userID, namespace string) ([]kv.Entry, error)
 }
 
-// Mail is one message the bot received from one of the user's addresses.
+// Mail is one message: one the bot received from one of the user's addresses, or one
+// in the user's own mailbox.
 type Mail struct {
 	From    string
 	Subject string
 	At      time.Time
+	Unseen  bool // in the user's own mailbox: not read yet
+}
+
+// MailboxDigest is what arrived in a user's own mailbox.
+type MailboxDigest struct {
+	// Connected is false for a user who has no mailbox connected; the e-mail
+	// component then reads MailLog.
+	Connected bool
+	Account   string // the account, for people: "alice@example.org at imap.example.org:993"
+	Mails     []Mail // newest first
+	Total     int    // how many arrived, also those not in Mails
+}
+
+// UserMailbox reads the users' own mailboxes (package mailbox).
+type UserMailbox interface {
+	// Recent returns what arrived in uid's inbox since a time, at most limit messages.
+	// When the mailbox is connected but cannot be read, the digest says Connected and
+	// the error says why.
+	Recent(ctx context.Context, uid string, since time.Time, limit int) (MailboxDigest, error)
 }
 
 // MailLog lists the mail the bot received from a user's addresses since a time,
@@ -108,6 +128,9 @@ type Options struct {
 	CalendarChoice calendar.Choice
 	KV             KV
 	Mail           MailLog
+	// Mailbox reads the user's own mailbox for the e-mail component when they connected
+	// one; nil, or a user without one, reads Mail.
+	Mailbox UserMailbox
 	// News fetches feeds; default NewFetcher(FetcherOptions{}), which refuses every
 	// private address.
 	News *Fetcher

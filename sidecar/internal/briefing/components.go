@@ -42,7 +42,7 @@ type section struct {
 var sectionTitles = map[userconfig.Component]string{
 	userconfig.ComponentCalendar:  "Calendar today",
 	userconfig.ComponentTodos:     "Open tasks (TASKS.md)",
-	userconfig.ComponentEmail:     "E-mail received in the last 24 hours",
+	userconfig.ComponentEmail:     "E-mail",
 	userconfig.ComponentNotes:     "Notes changed in the last 24 hours",
 	userconfig.ComponentReminders: "Reminders due",
 	userconfig.ComponentNews:      "News",
@@ -56,6 +56,7 @@ type runContext struct {
 	loc   *time.Location
 	now   time.Time // the run's time, in loc
 	today time.Time // local midnight that starts today, in loc
+	last  time.Time // the scheduled time of this briefing's previous run; zero for the first
 }
 
 // prefetch fetches every component of the run at once, each within its own timeout.
@@ -239,8 +240,33 @@ func (r *Runner) todosSection(ctx context.Context, rc runContext) (string, error
 	return b.String(), nil
 }
 
-// mailSection counts and lists the mail the bot received from the user's addresses.
+// Bounds of the window the e-mail component looks at in the user's own mailbox.
+const (
+	defaultMailWindow = 24 * time.Hour
+	maxMailWindow     = 7 * 24 * time.Hour
+)
+
+// mailSection lists the mail that arrived in the user's own mailbox since the previous
+// run of this briefing, when they connected one; otherwise the mail the bot received
+// from their addresses in the last 24 hours. A mailbox that cannot be reached fails
+// this section only, with a line that says why.
 func (r *Runner) mailSection(ctx context.Context, rc runContext) (string, error) {
+	if r.opts.Mailbox != nil {
+		since := rc.now.Add(-defaultMailWindow)
+		if !rc.last.IsZero() && rc.last.Before(rc.now) && rc.now.Sub(rc.last) <= maxMailWindow {
+			since = rc.last
+		}
+		res, err := r.opts.Mailbox.Recent(ctx, rc.user.ID, since, maxMails)
+		if res.Connected {
+			if err != nil {
+				return "", fmt.Errorf("your mailbox %s could not be reached: %w", res.Account, err)
+			}
+			return mailboxText(res, since, rc.loc), nil
+		}
+		if err != nil {
+			return "", err
+		}
+	}
 	if r.opts.Mail == nil {
 		return "", errors.New("e-mail is not available on this server")
 	}
@@ -249,10 +275,10 @@ func (r *Runner) mailSection(ctx context.Context, rc runContext) (string, error)
 		return "", err
 	}
 	if len(mails) == 0 {
-		return "No e-mail received.", nil
+		return "No e-mail received by the bot from your addresses in the last 24 hours.", nil
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d message(s):\n", len(mails))
+	fmt.Fprintf(&b, "%d message(s) received by the bot from your addresses in the last 24 hours:\n", len(mails))
 	for i, m := range mails {
 		if i == maxMails {
 			fmt.Fprintf(&b, "- … and %d more\n", len(mails)-i)
@@ -261,6 +287,38 @@ func (r *Runner) mailSection(ctx context.Context, rc runContext) (string, error)
 		fmt.Fprintf(&b, "- %s from %s: %s\n", m.At.In(rc.loc).Format("Mon 15:04"), oneLine(m.From, 120), oneLine(m.Subject, 200))
 	}
 	return b.String(), nil
+}
+
+func mailboxText(res MailboxDigest, since time.Time, loc *time.Location) string {
+	var b strings.Builder
+	when := since.In(loc).Format("Mon 15:04")
+	if res.Total == 0 {
+		fmt.Fprintf(&b, "No new mail in your mailbox (%s) since %s.\n", oneLine(res.Account, 200), when)
+		return b.String()
+	}
+	unseen := 0
+	for _, m := range res.Mails {
+		if m.Unseen {
+			unseen++
+		}
+	}
+	fmt.Fprintf(&b, "%d message(s) arrived in your mailbox (%s) since %s", res.Total, oneLine(res.Account, 200), when)
+	if len(res.Mails) < res.Total {
+		fmt.Fprintf(&b, "; the newest %d (%d of them unread):\n", len(res.Mails), unseen)
+	} else {
+		fmt.Fprintf(&b, " (%d unread):\n", unseen)
+	}
+	for _, m := range res.Mails {
+		mark := ""
+		if m.Unseen {
+			mark = " [unread]"
+		}
+		fmt.Fprintf(&b, "- %s from %s: %s%s\n", m.At.In(loc).Format("Mon 15:04"), oneLine(m.From, 120), oneLine(m.Subject, 200), mark)
+	}
+	if len(res.Mails) < res.Total {
+		fmt.Fprintf(&b, "- … and %d more\n", res.Total-len(res.Mails))
+	}
+	return b.String()
 }
 
 // notesSection lists the files under the user's notes/ folder changed in the last 24

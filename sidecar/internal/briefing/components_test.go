@@ -2,6 +2,7 @@ package briefing
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -165,8 +166,71 @@ func TestMailSection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := "1 message(s):\n- Mon 05:00 from alice@example.org: Invoice for May\n"; got != want {
+	if want := "1 message(s) received by the bot from your addresses in the last 24 hours:\n- Mon 05:00 from alice@example.org: Invoice for May\n"; got != want {
 		t.Fatalf("got %q, want %q", got, want)
+	}
+}
+
+// userMailbox is a UserMailbox with a function field.
+type userMailbox func(uid string, since time.Time, limit int) (MailboxDigest, error)
+
+func (f userMailbox) Recent(_ context.Context, uid string, since time.Time, limit int) (MailboxDigest, error) {
+	return f(uid, since, limit)
+}
+
+func TestMailSectionFromTheUsersMailbox(t *testing.T) {
+	now := utc("2026-05-04T05:00:00Z")
+	loc, _ := time.LoadLocation("Europe/Berlin")
+	var asked time.Time
+	digest := MailboxDigest{Connected: true, Account: "alice@example.org at imap.example.org:993", Total: 3, Mails: []Mail{
+		{From: "Bob <bob@example.org>", Subject: "Lunch\ntomorrow", At: now.Add(-time.Hour), Unseen: true},
+		{From: "carol@example.org", Subject: "Report", At: now.Add(-2 * time.Hour)},
+	}}
+	var fail error
+	e := newEnv(t, now, func(o *Options) {
+		o.Mail = mailLog{{From: "alice@example.org", Subject: "to the bot", At: now.Add(-time.Hour)}}
+		o.Mailbox = userMailbox(func(uid string, since time.Time, limit int) (MailboxDigest, error) {
+			asked = since
+			if uid != "alice" {
+				return MailboxDigest{}, nil
+			}
+			return digest, fail
+		})
+	})
+	rc := runContext{user: User{ID: "alice"}, loc: loc, now: now.In(loc)}
+	got, err := e.r.mailSection(context.Background(), rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "3 message(s) arrived in your mailbox (alice@example.org at imap.example.org:993) since Sun 07:00; the newest 2 (1 of them unread):\n" +
+		"- Mon 06:00 from Bob <bob@example.org>: Lunch tomorrow [unread]\n- Mon 05:00 from carol@example.org: Report\n- … and 1 more\n"
+	if got != want || !asked.Equal(now.Add(-24*time.Hour)) {
+		t.Errorf("got %q (since %s), want %q", got, asked, want)
+	}
+
+	// Since the previous run, when there was one in the last week.
+	rc.last = now.Add(-3 * time.Hour)
+	e.r.mailSection(context.Background(), rc)
+	if !asked.Equal(rc.last) {
+		t.Errorf("asked since %s, want the previous run %s", asked, rc.last)
+	}
+	rc.last = now.Add(-30 * 24 * time.Hour)
+	e.r.mailSection(context.Background(), rc)
+	if !asked.Equal(now.Add(-24 * time.Hour)) {
+		t.Errorf("asked since %s after a month, want the last 24 hours", asked)
+	}
+
+	// Unreachable: this section fails with a line that says why; nothing else does.
+	fail = errors.New("could not connect to imap.example.org:993: connection refused")
+	if _, err := e.r.mailSection(context.Background(), rc); err == nil ||
+		err.Error() != "your mailbox alice@example.org at imap.example.org:993 could not be reached: could not connect to imap.example.org:993: connection refused" {
+		t.Errorf("unreachable: %v", err)
+	}
+
+	// A user without a mailbox gets the bot's mail, as before.
+	got, err = e.r.mailSection(context.Background(), runContext{user: User{ID: "bob"}, loc: loc, now: now.In(loc)})
+	if err != nil || !strings.Contains(got, "received by the bot") {
+		t.Errorf("bob: %q %v", got, err)
 	}
 }
 

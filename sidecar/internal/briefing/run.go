@@ -131,7 +131,7 @@ func (r *Runner) runOne(ctx context.Context, u User, d dueRun) error {
 		}
 	}
 	now := r.opts.Clock().In(loc)
-	rc := runContext{user: u, def: d.def, loc: loc, now: now,
+	rc := runContext{user: u, def: d.def, loc: loc, now: now, last: d.LastRunAt,
 		today: time.Date(now.Year(), now.Month(), now.Day(), 0, 0, 0, 0, loc)}
 	sections := r.prefetch(ctx, rc)
 	if ctx.Err() != nil {

@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -130,6 +131,9 @@ type Options struct {
 	// Skills chooses the skills the prompt describes (the rest are only named); nil
 	// describes none and leaves the agent to "istota skill skills".
 	Skills SkillCatalog
+	// UserResources names the resources a user has for the choice of skills
+	// (skills.ResourceMailbox when they connected a mailbox); nil has none.
+	UserResources func(ctx context.Context, uid string) []string
 }
 
 // SkillCatalog chooses the skills a prompt describes; *skills.Registry implements it.
@@ -932,7 +936,11 @@ func (e *Executor) buildPrompt(ctx context.Context, t queue.Task, u prompt.User)
 	}
 	in.MaxMemoryChars = e.opts.MaxMemoryChars
 	if e.opts.Skills != nil {
-		in.Skills, in.OtherSkills = skillDocs(e.opts.Skills, t, u.IsAdmin)
+		var have []string
+		if e.opts.UserResources != nil {
+			have = e.opts.UserResources(ctx, t.UserID)
+		}
+		in.Skills, in.OtherSkills = skillDocs(e.opts.Skills, t, u.IsAdmin, have)
 	}
 	if t.Source != queue.SourceCron && t.Source != queue.SourceBriefing {
 		in.Guides = prompt.GuidesFor(t.Prompt, in.Workspace+"/"+strings.ToLower(e.opts.BotName)+"/config")
@@ -963,8 +971,8 @@ func (e *Executor) buildPrompt(ctx context.Context, t queue.Task, u prompt.User)
 
 // skillDocs chooses the skills the prompt of t describes: by the words of the request
 // (not for briefings) and the resources the task has.
-func skillDocs(cat SkillCatalog, t queue.Task, isAdmin bool) ([]prompt.SkillDoc, []string) {
-	req := skills.Request{Text: t.Prompt, IsAdmin: isAdmin}
+func skillDocs(cat SkillCatalog, t queue.Task, isAdmin bool, have []string) ([]prompt.SkillDoc, []string) {
+	req := skills.Request{Text: t.Prompt, IsAdmin: isAdmin, Resources: slices.Clone(have)}
 	if t.Source == queue.SourceBriefing {
 		// A briefing only reports the data it was given; its words (calendar, today,
 		// notes) must not pull skill usage into its prompt.

@@ -63,6 +63,12 @@ func (c recordingCanceller) Cancel(id int64) bool {
 
 func newPagesEnv(t *testing.T, base func(*config.Config)) *pagesEnv {
 	t.Helper()
+	return newPagesEnvWith(t, base, nil)
+}
+
+// newPagesEnvWith is newPagesEnv with a last word on the portal's options.
+func newPagesEnvWith(t *testing.T, base func(*config.Config), mod func(*pagesEnv, *portal.Options)) *pagesEnv {
+	t.Helper()
 	ctx := context.Background()
 	e := &pagesEnv{data: t.TempDir()}
 	var err error
@@ -99,11 +105,15 @@ func newPagesEnv(t *testing.T, base func(*config.Config)) *pagesEnv {
 	e.sched = schedule.New(e.db, schedule.Options{})
 	e.usage = usage.New(e.db)
 	ob := outbox.New(e.db, nopSender{}, outbox.Options{})
-	p, err := portal.New(portal.Options{
+	popts := portal.Options{
 		DB: e.db, Queue: e.q, Access: e.st, Canceller: recordingCanceller{e}, Usage: e.usage, Graph: e.graph,
 		Memory: e.mem, Scheduler: e.sched, Files: e.ws, Settings: e.st, Poster: ob,
 		UserRoot: e.ws.UserRoot, ChannelRoot: e.ws.ChannelRoot, BotName: "Istota", BotDir: "istota", Version: "test",
-	})
+	}
+	if mod != nil {
+		mod(e, &popts)
+	}
+	p, err := portal.New(popts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -189,6 +189,26 @@ func (a *API) routePortal() {
 		s, err := p.SavePrefs(r.Context(), uid, up)
 		return ok(w, s, err)
 	})
+	user("GET /v1/users/{uid}/mailbox", func(w http.ResponseWriter, r *http.Request, uid string, _ []byte) error {
+		st, err := p.Mailbox(r.Context(), uid)
+		return ok(w, st, err)
+	})
+	user("PUT /v1/users/{uid}/mailbox", func(w http.ResponseWriter, r *http.Request, uid string, body []byte) error {
+		var in portal.MailboxSettings
+		if err := decodeRequest(body, &in); err != nil {
+			return err
+		}
+		st, err := p.ConnectMailbox(r.Context(), uid, in)
+		return ok(w, st, err)
+	})
+	user("POST /v1/users/{uid}/mailbox/test", func(w http.ResponseWriter, r *http.Request, uid string, _ []byte) error {
+		st, err := p.TestMailbox(r.Context(), uid)
+		return ok(w, st, err)
+	})
+	user("DELETE /v1/users/{uid}/mailbox", func(w http.ResponseWriter, r *http.Request, uid string, _ []byte) error {
+		st, err := p.DisconnectMailbox(r.Context(), uid)
+		return ok(w, st, err)
+	})
 
 	a.mux.HandleFunc("GET /v1/admin/health", a.signed(func(w http.ResponseWriter, r *http.Request, _ []byte) error {
 		h, err := p.Health(r.Context())

@@ -16,6 +16,7 @@ import (
 	"github.com/istota/istota/sidecar/internal/approval"
 	"github.com/istota/istota/sidecar/internal/calendar"
 	"github.com/istota/istota/sidecar/internal/knowledge"
+	"github.com/istota/istota/sidecar/internal/mailbox"
 	"github.com/istota/istota/sidecar/internal/memory"
 	"github.com/istota/istota/sidecar/internal/queue"
 	"github.com/istota/istota/sidecar/internal/schedule"
@@ -125,6 +126,8 @@ type Options struct {
 	Settings   *settings.Store
 	// Approvals lists and answers the questions the agent asks; nil has none.
 	Approvals *approval.Service
+	// Mailbox keeps the users' own mailboxes; nil answers 503 for them.
+	Mailbox *mailbox.Service
 	// Poster queues the welcome in a user's new conversation; nil refuses it (503).
 	Poster Poster
 	// UserRoot and ChannelRoot are the local mirrors of /Users/{uid} and

@@ -25,7 +25,9 @@ var ErrInvalidCredential = errors.New("invalid credential")
 
 // Credentials is the per-user credential store (table user_credentials). Values leave
 // it only through Get, which the credential proxy calls to hand a skill the secrets its
-// manifest declares; nothing else should read them.
+// manifest declares. The only other reader is the sidecar acting for that same user
+// outside any sandbox (package mailbox: the briefing reading the user's own mailbox);
+// nothing that runs for another user, and nothing inside a sandbox, may read them.
 //
 // Values are sealed with AES-256-GCM under a key kept outside the database, because
 // administrators' sandboxes may read the database: a copy of it reveals which
@@ -219,7 +221,8 @@ func (c *Credentials) Names(ctx context.Context, userID string) ([]CredentialInf
 }
 
 // Get returns the value of the user's credential name, or an error matching
-// store.ErrNotFound. Only the credential proxy should call it.
+// store.ErrNotFound. Only the credential proxy, and the sidecar acting for userID
+// itself (see Credentials), should call it.
 func (c *Credentials) Get(ctx context.Context, userID, name string) (string, error) {
 	if err := checkUser(userID); err != nil {
 		return "", fmt.Errorf("credentials: get: %w", err)

@@ -12,6 +12,10 @@ import (
 // may be called: "istota skill skills" lists, and the proxy runs, every skill the user
 // may use. A skill whose Load is zero is named in the prompt but not described.
 type Load struct {
+	// Needs lists resources the task must all have before any rule below can describe
+	// the skill: the mailbox skill is described only for a user who connected a
+	// mailbox, however much the request talks about mail.
+	Needs []string
 	// Always describes the skill in every prompt.
 	Always bool
 	// Resources describes it when the task has one of these resources (Resource*).
@@ -28,6 +32,8 @@ const (
 	ResourceEmail = "email"
 	// ResourceTalk: the task came from a Talk conversation.
 	ResourceTalk = "talk"
+	// ResourceMailbox: the user connected their own mailbox (package mailbox).
+	ResourceMailbox = "mailbox"
 )
 
 // Request is what the choice of skills for a prompt looks at.
@@ -57,6 +63,11 @@ func (r *Registry) ForPrompt(req Request) (described, others []Skill) {
 // matches reports whether l selects a skill for a request whose words, lower case,
 // are joined by single spaces after a leading space.
 func (l Load) matches(words string, resources []string) bool {
+	for _, res := range l.Needs {
+		if !slices.Contains(resources, res) {
+			return false
+		}
+	}
 	if l.Always {
 		return true
 	}
@@ -74,7 +85,7 @@ func (l Load) matches(words string, resources []string) bool {
 }
 
 func (l Load) validate() error {
-	for _, res := range l.Resources {
+	for _, res := range slices.Concat(l.Needs, l.Resources) {
 		if !nameRE.MatchString(res) {
 			return fmt.Errorf("load resource %q must match %s", res, nameRE)
 		}

@@ -201,6 +201,7 @@ func (r *Registry) Register(s Skill) error {
 	m := s.Manifest
 	m.Env = slices.Clone(m.Env)
 	m.Load.Resources = slices.Clone(m.Load.Resources)
+	m.Load.Needs = slices.Clone(m.Load.Needs)
 	m.Load.Keywords = slices.Clone(m.Load.Keywords)
 	s.Manifest = m
 	r.mu.Lock()

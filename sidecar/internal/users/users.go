@@ -169,6 +169,9 @@ const (
 	// SettingWelcomedAt is when (JSON string, RFC 3339) the welcome was queued: it is
 	// sent once per user, whatever happens to the conversation later.
 	SettingWelcomedAt = "welcomed_at"
+	// SettingMailbox is the user's own IMAP account without its password (JSON object,
+	// package mailbox); the password is sealed in user_credentials.
+	SettingMailbox = "mailbox"
 )
 
 // MaxEmails is how many extra addresses one user may register.
@@ -290,6 +293,26 @@ func SetSetting(ctx context.Context, db Execer, uid, key string, v any, now time
 		return fmt.Errorf("users: setting %s of %s: %w", key, uid, err)
 	}
 	return nil
+}
+
+// UpdateSetting replaces one per-user setting only if it exists, and reports whether it
+// did: a late write (a check that ends after the user removed the setting) must not
+// bring it back.
+func UpdateSetting(ctx context.Context, db Execer, uid, key string, v any, now time.Time) (bool, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return false, fmt.Errorf("users: setting %s of %s: %w", key, uid, err)
+	}
+	res, err := db.ExecContext(ctx, `UPDATE user_settings SET value = ?, updated_at = ? WHERE user_id = ? AND key = ?`,
+		string(b), store.FormatTime(now), uid, key)
+	if err != nil {
+		return false, fmt.Errorf("users: setting %s of %s: %w", key, uid, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("users: setting %s of %s: %w", key, uid, err)
+	}
+	return n > 0, nil
 }
 
 // DeleteSetting removes one per-user setting; a missing one is not an error.

@@ -127,6 +127,13 @@ export async function startHarness({ repoRoot, appVersion = '0.1.0', user } = {}
 		['POST', /^me\/schedule\/jobs\/([^/]+)\/(enable|disable|run)$/, false, (m) => forward('POST', userPath(`schedule/jobs/${encodeURIComponent(decodeURIComponent(m[1]))}/${m[2]}`))],
 		['GET', /^me\/settings$/, false, () => forward('GET', userPath('settings'))],
 		['PUT', /^me\/settings$/, false, (m, url, body) => forward('PUT', userPath('settings'), body ?? {})],
+		['GET', /^me\/mailbox$/, false, () => forward('GET', userPath('mailbox'))],
+		['PUT', /^me\/mailbox$/, false, (m, url, body) => forward('PUT', userPath('mailbox'), {
+			host: String(body?.host ?? ''), port: Number(body?.port) || 0, tls: String(body?.tls ?? ''),
+			username: String(body?.username ?? ''), password: String(body?.password ?? ''),
+		})],
+		['POST', /^me\/mailbox\/test$/, false, () => forward('POST', userPath('mailbox/test'))],
+		['DELETE', /^me\/mailbox$/, false, () => forward('DELETE', userPath('mailbox'))],
 		['GET', /^me\/approvals$/, false, () => forward('GET', userPath('approvals'))],
 		['PUT', /^me\/approvals\/policies$/, false, (m, url, body) => forward('PUT', userPath('approvals/policies'), body ?? {})],
 		['POST', /^me\/approvals\/(\d+)$/, false, (m, url, body) => forward('POST', userPath(`approvals/${m[1]}`), body ?? {})],

@@ -35,9 +35,10 @@ export async function freePort() {
  * @param {string} o.repoRoot the repository (bin/istota and the npm claude CLI are found there)
  * @param {string} o.nextcloudUrl the harness origin: the sidecar checks WebSocket Origins against it
  * @param {string} [o.extraToml] more configuration appended to the file
+ * @param {object} [o.env] more environment for the sidecar (e.g. SSL_CERT_FILE)
  * @return {Promise<object>} url, secret, dir, userDir(uid), dbPath, logs(), stop()
  */
-export async function startSidecar({ repoRoot, nextcloudUrl, extraToml = '' }) {
+export async function startSidecar({ repoRoot, nextcloudUrl, extraToml = '', env = {} }) {
 	const binary = join(repoRoot, 'bin', 'istota')
 	if (!existsSync(binary)) {
 		throw new Error(`${binary} is missing: run make build first`)
@@ -72,7 +73,7 @@ ${extraToml}
 	await writeFile(cfgPath, config, { mode: 0o600 })
 
 	let output = ''
-	const child = spawn(binary, ['serve', '-c', cfgPath], { stdio: ['ignore', 'pipe', 'pipe'], detached: true })
+	const child = spawn(binary, ['serve', '-c', cfgPath], { stdio: ['ignore', 'pipe', 'pipe'], detached: true, env: { ...process.env, ...env } })
 	child.stdout.on('data', (c) => { output += c })
 	child.stderr.on('data', (c) => { output += c })
 	const exited = new Promise((resolve) => child.on('exit', resolve))
