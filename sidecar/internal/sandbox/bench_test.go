@@ -17,23 +17,27 @@ import (
 	"github.com/istota/istota/sidecar/internal/config"
 )
 
-// overheadRounds is how many times each of the six commands runs per benchmark
+// overheadRounds is how many times each of the seven commands runs per benchmark
 // iteration: enough for a stable median and p90 on a busy machine.
 const overheadRounds = 200
 
-// BenchmarkSandboxOverhead runs /bin/true six ways, interleaved in every round so that
-// load on the machine hits all alike: bare, in bwrap alone (reference §7.1's minimal
-// command, as the agent uid, the floor any sandbox pays), and twice through a complete
-// sandbox as a task gets it: Prepare, bwrap, the init with the default resource limits,
-// the LLM gateway, two bridged service sockets standing in for the network and
-// credential proxies, Close. The first has the istota binary as shipped (static,
-// stripped) as its init: the Go fallback "istota sandbox-init", which an install without
-// istota-init runs, setting the limits through util-linux prlimit. The second has
-// istota-init as shipped: the static C program, which sets the limits itself; its run is
-// also timed in parts. The fifth is that sandbox without the gateway and the service
-// sockets, which every sandbox pays, and the sixth its bwrap command without the init.
-// The goal of issue 12 is sandboxed ≤ bare + 10 ms
-// at the median, with istota-init.
+// BenchmarkSandboxOverhead runs /bin/true seven ways, interleaved in every round so that
+// load on the machine hits all alike:
+//   - bare;
+//   - bwrap alone: reference §7.1's minimal command with the namespaces a sandbox needs,
+//     as the agent uid, the floor any such sandbox pays;
+//   - a complete sandbox as a task gets it (Prepare, bwrap, the init with the default
+//     resource limits, the LLM gateway, two bridged service sockets standing in for the
+//     network and credential proxies, Close) with the istota binary as shipped (static,
+//     stripped) as its init: the Go fallback "istota sandbox-init", which an install
+//     without istota-init runs, setting the limits through util-linux prlimit;
+//   - the same with istota-init as shipped, the static C program that sets the limits
+//     itself; this run is also timed in its three parts;
+//   - that sandbox without the gateway and the service sockets;
+//   - its bwrap command running /bin/true itself, without the init;
+//   - bwrap with the least it can be given (one mount, the user namespace only).
+//
+// The goal of issue 12 is sandboxed ≤ bare + 10 ms at the median, with istota-init.
 func BenchmarkSandboxOverhead(b *testing.B) {
 	e := newTestEnv(b)
 	e.cfg.SelfPath = shippedBinary(b, e.base)
@@ -58,14 +62,20 @@ func BenchmarkSandboxOverhead(b *testing.B) {
 	ctx := context.Background()
 
 	bare := func() error { return exec.Command("/bin/true").Run() }
-	bwrapAlone := func() error {
-		r := withInit
-		cmd := exec.Command(r.cfg.BwrapPath, "--ro-bind", "/", "/", "--unshare-all", "--die-with-parent", "/bin/true")
-		if r.switchTo {
-			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: r.uid, Gid: r.gid, Groups: []uint32{}}}
+	bwrapWith := func(opts ...string) func() error {
+		return func() error {
+			r := withInit
+			cmd := exec.Command(r.cfg.BwrapPath, append(opts, "/bin/true")...)
+			if r.switchTo {
+				cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: r.uid, Gid: r.gid, Groups: []uint32{}}}
+			}
+			return cmd.Run()
 		}
-		return cmd.Run()
 	}
+	bwrapAlone := bwrapWith("--ro-bind", "/", "/", "--unshare-all", "--die-with-parent")
+	// bwrap's least: no namespace but the user one an unprivileged bwrap always makes,
+	// and one mount. No sandbox can start faster than this on the machine.
+	bwrapLeast := bwrapWith("--ro-bind", "/", "/")
 	// phases holds the istota-init run's three parts: Prepare (host side: task folder,
 	// ownership, descriptors, gateway and service sockets), the process (bwrap, the init,
 	// /bin/true and their exits) and Close (services stopped, task folder removed).
@@ -120,8 +130,8 @@ func BenchmarkSandboxOverhead(b *testing.B) {
 		}
 		return nil
 	}
-	names := []string{"bare", "bwrap", "sandboxed-istota", "sandboxed", "sandboxed-plain", "bwrap-options"}
-	runs := []func() error{bare, bwrapAlone, sandboxed(withIstota, spec, false), sandboxed(withInit, spec, true), sandboxed(withInit, plain, false), noInit}
+	names := []string{"bare", "bwrap", "sandboxed-istota", "sandboxed", "sandboxed-plain", "bwrap-options", "bwrap-least"}
+	runs := []func() error{bare, bwrapAlone, sandboxed(withIstota, spec, false), sandboxed(withInit, spec, true), sandboxed(withInit, plain, false), noInit, bwrapLeast}
 	took := make([][]time.Duration, len(runs))
 	round := func() {
 		for i, f := range runs {
@@ -180,6 +190,8 @@ func BenchmarkSandboxOverhead(b *testing.B) {
 			"the process without the init (bwrap with the sandbox's options running /bin/true) %.1f ms, bwrap alone %.1f ms",
 			ms(percentile(phases[0], 50)), ms(percentile(phases[1], 50)), ms(percentile(phases[2], 50)), ms(med[4]), ms(med[now]),
 			ms(percentile(noInitTook, 50)), ms(med[1])), "", nil)
+	benchfig.Report(b, "sandbox: bwrap's least (--ro-bind / /, the user namespace only) over bare (median)",
+		fmt.Sprintf("+%.1f ms; with the namespaces the sandbox needs (bwrap alone) +%.1f ms", ms(med[6]-med[0]), ms(floor)), "", nil)
 	benchfig.Report(b, fmt.Sprintf("sandbox: /bin/true bare / bwrap alone / sandboxed, istota as init / sandboxed, istota-init; median (p90) of %d interleaved", overheadRounds),
 		fmt.Sprintf("%.2f (%.2f) / %.1f (%.1f) / %.1f (%.1f) / %.1f (%.1f) ms", ms(med[0]), ms(p90[0]), ms(med[1]), ms(p90[1]),
 			ms(med[old]), ms(p90[old]), ms(med[now]), ms(p90[now])), "", nil)
