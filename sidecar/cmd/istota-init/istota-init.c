@@ -943,6 +943,12 @@ static pid_t start(const struct options *o, const char *prog, const sigset_t *ma
 	}
 	pid_t pid = fork();
 	if (pid == 0) {
+		/* A signal the init forwards reaches the command with its default action even
+		 * where the init's own parent left it ignored (nohup): an ignored disposition
+		 * survives execve, and a shell cannot trap what it was started ignoring. The Go
+		 * init gets the same through signal.Notify, whose handlers execve resets. */
+		for (size_t i = 0; i < sizeof(forwarded_signals) / sizeof(forwarded_signals[0]); i++)
+			signal(forwarded_signals[i], SIG_DFL);
 		sigprocmask(SIG_SETMASK, mask, NULL);
 		if (set_limits(o))
 			execve(prog, o->argv, environ);

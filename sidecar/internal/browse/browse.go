@@ -56,17 +56,12 @@ Plain text, JSON, CSV and XML are returned as they are.
 --render loads the page in a headless browser, so text its scripts write is read too (slower; only where an
 administrator enabled it). Where it is enabled, a page with scripts and next to no text is rendered by itself.`
 
-// EventLog records what a task did; *queue.Queue implements it.
-type EventLog interface {
-	AddEvent(ctx context.Context, taskID int64, kind, text string) error
-}
-
 // Options configure the skill.
 type Options struct {
 	// Fetcher fetches under the network policy. Required.
 	Fetcher *webfetch.Client
 	// Events records each fetch in the task's events; nil records nothing.
-	Events EventLog
+	Events skills.EventLog
 	// Renderer renders pages with their scripts in a headless browser; nil means an
 	// administrator did not enable it, and --render is refused.
 	Renderer Renderer
@@ -357,12 +352,7 @@ func recordRequests(ctx context.Context, opts Options, inv skills.Invocation, p 
 // record writes a fetch event for the calling task. A failure to record is logged and
 // does not fail the call.
 func record(ctx context.Context, opts Options, inv skills.Invocation, text string) {
-	if opts.Events == nil || inv.TaskID == 0 {
-		return
-	}
-	if err := opts.Events.AddEvent(context.WithoutCancel(ctx), inv.TaskID, EventKind, text); err != nil {
-		opts.Logger.Warn("browse: recording a fetch event failed", "task_id", inv.TaskID, "err", err)
-	}
+	skills.RecordEvent(ctx, opts.Events, opts.Logger, inv, EventKind, text)
 }
 
 // classify puts a fetch in the external tier, as the agent's own WebFetch is: the URL

@@ -7,7 +7,6 @@ import (
 	"net/url"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 	"github.com/istota/istota/sidecar/internal/sandbox/sandboxtest"
 	"github.com/istota/istota/sidecar/internal/sandbox/testrunner"
 	"github.com/istota/istota/sidecar/internal/skills"
+	"github.com/istota/istota/sidecar/internal/skills/skillstest"
 	"github.com/istota/istota/sidecar/internal/webfetch"
 )
 
@@ -51,24 +51,6 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-type events struct {
-	mu   sync.Mutex
-	list []string
-}
-
-func (e *events) AddEvent(_ context.Context, taskID int64, kind, text string) error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.list = append(e.list, kind+" "+text)
-	return nil
-}
-
-func (e *events) all() string {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return strings.Join(e.list, "\n")
-}
-
 func server(t *testing.T) (*httptest.Server, string) {
 	t.Helper()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -99,13 +81,13 @@ func server(t *testing.T) (*httptest.Server, string) {
 	return srv, u.Host
 }
 
-func newSkill(t *testing.T, allow, allowPrivate []string) (skills.Skill, *events) {
+func newSkill(t *testing.T, allow, allowPrivate []string) (skills.Skill, *skillstest.Events) {
 	t.Helper()
 	rules, err := netproxy.ParseRules(allow)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev := &events{}
+	ev := &skillstest.Events{}
 	sk, err := Skill(Options{Fetcher: webfetch.New(webfetch.Options{Allow: rules, AllowPrivate: allowPrivate}), Events: ev})
 	if err != nil {
 		t.Fatal(err)
@@ -141,7 +123,7 @@ func TestBrowseReadablePage(t *testing.T) {
 			t.Errorf("output has %q:\n%s", bad, out)
 		}
 	}
-	if got := ev.all(); !strings.Contains(got, "fetch browse GET "+srv.URL+"/trips → 200 text/html") {
+	if got := ev.All(); !strings.Contains(got, "fetch: browse GET "+srv.URL+"/trips → 200 text/html") {
 		t.Errorf("events = %q", got)
 	}
 
@@ -169,7 +151,7 @@ func TestBrowseReadablePage(t *testing.T) {
 	if r.ExitCode != 1 || !strings.Contains(string(r.Stderr), "404") {
 		t.Errorf("missing: %d %q", r.ExitCode, r.Stderr)
 	}
-	if got := ev.all(); !strings.Contains(got, "/missing failed: ") {
+	if got := ev.All(); !strings.Contains(got, "/missing failed: ") {
 		t.Errorf("the failed fetch is not in the events: %q", got)
 	}
 }
@@ -184,7 +166,7 @@ func TestBrowseRefusesPrivateAddressWithoutAllowEntry(t *testing.T) {
 	if len(r.Stdout) != 0 {
 		t.Errorf("stdout %q", r.Stdout)
 	}
-	if got := ev.all(); !strings.Contains(got, "fetch browse "+srv.URL+"/trips refused: ") {
+	if got := ev.All(); !strings.Contains(got, "fetch: browse "+srv.URL+"/trips refused: ") {
 		t.Errorf("events = %q", got)
 	}
 }
@@ -196,7 +178,7 @@ func TestBrowseRefusesHostsOutsideTheAllowlist(t *testing.T) {
 	if r.ExitCode != 1 || !strings.Contains(string(r.Stderr), hp+" is not in the network allowlist") {
 		t.Fatalf("exit %d, stderr %q", r.ExitCode, r.Stderr)
 	}
-	if got := ev.all(); !strings.Contains(got, "refused") {
+	if got := ev.All(); !strings.Contains(got, "refused") {
 		t.Errorf("events = %q", got)
 	}
 }
@@ -274,7 +256,7 @@ func renderServer(t *testing.T) (*httptest.Server, string) {
 
 // newRenderingSkill is the skill with a real renderer: Chromium in a real sandbox whose
 // only way out is a proxy with the same allowlist.
-func newRenderingSkill(t *testing.T, hp string) (skills.Skill, *events) {
+func newRenderingSkill(t *testing.T, hp string) (skills.Skill, *skillstest.Events) {
 	t.Helper()
 	if _, err := os.Stat(render.DefaultChromium); err != nil {
 		t.Fatalf("this test needs Debian's chromium (scripts/deps.sh): %v", err)
@@ -288,7 +270,7 @@ func newRenderingSkill(t *testing.T, hp string) (skills.Skill, *events) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev := &events{}
+	ev := &skillstest.Events{}
 	sk, err := Skill(Options{Fetcher: webfetch.New(webfetch.Options{Allow: rules, AllowPrivate: []string{hp}}), Events: ev, Renderer: r})
 	if err != nil {
 		t.Fatal(err)
@@ -323,12 +305,12 @@ func TestBrowseRendersScripts(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", w, out)
 		}
 	}
-	got := ev.all()
+	got := ev.All()
 	for _, w := range []string{
-		"fetch browse GET " + srv.URL + "/app → 200 text/html",
-		"fetch browse render " + srv.URL + "/app → document of ",
-		"fetch browse render: GET " + srv.URL + "/app allowed",
-		"fetch browse render: GET http://evil.test/collect?d=1 refused (host not allowed)",
+		"fetch: browse GET " + srv.URL + "/app → 200 text/html",
+		"fetch: browse render " + srv.URL + "/app → document of ",
+		"fetch: browse render: GET " + srv.URL + "/app allowed",
+		"fetch: browse render: GET http://evil.test/collect?d=1 refused (host not allowed)",
 	} {
 		if !strings.Contains(got, w) {
 			t.Errorf("events lack %q:\n%s", w, got)
@@ -336,10 +318,10 @@ func TestBrowseRendersScripts(t *testing.T) {
 	}
 
 	// A page with text of its own is not rendered unless asked.
-	before := strings.Count(ev.all(), "browse render")
+	before := strings.Count(ev.All(), "browse render")
 	r = invoke(sk, srv.URL+"/trips")
-	if r.ExitCode != 0 || strings.Contains(string(r.Stdout), "rendered with JavaScript") || strings.Count(ev.all(), "browse render") != before {
-		t.Errorf("a static page was rendered: %q\n%s", r.Stdout, ev.all())
+	if r.ExitCode != 0 || strings.Contains(string(r.Stdout), "rendered with JavaScript") || strings.Count(ev.All(), "browse render") != before {
+		t.Errorf("a static page was rendered: %q\n%s", r.Stdout, ev.All())
 	}
 	r = invoke(sk, "--render", srv.URL+"/trips")
 	if r.ExitCode != 0 || !strings.Contains(string(r.Stdout), "rendered with JavaScript") || !strings.Contains(string(r.Stdout), "Paddle the Danube in spring.") {

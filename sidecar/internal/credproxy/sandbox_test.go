@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -15,35 +14,14 @@ import (
 
 	"github.com/istota/istota/sidecar/internal/audit"
 	"github.com/istota/istota/sidecar/internal/sandbox"
-	"github.com/istota/istota/sidecar/internal/sandbox/sandboxtest"
+	"github.com/istota/istota/sidecar/internal/sandbox/testrunner"
 )
 
 // TestClientInsideSandbox runs "istota skill …" (this test binary, see TestMain) inside
 // a real bwrap sandbox as the unprivileged agent uid, with the proxy as the task's
 // service, as the sidecar does for every task.
 func TestClientInsideSandbox(t *testing.T) {
-	if _, err := os.Stat("/usr/bin/bwrap"); err != nil {
-		t.Fatalf("this test needs bubblewrap at /usr/bin/bwrap: %v", err)
-	}
-	base := t.TempDir()
-	// t.TempDir's parents are 0700; bwrap, running as the agent uid, must pass through.
-	for _, d := range []string{filepath.Dir(base), base} {
-		if err := os.Chmod(d, 0o711); err != nil {
-			t.Fatal(err)
-		}
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	self := filepath.Join(base, "istota")
-	if err := os.Link(exe, self); err != nil {
-		copyExecutable(t, exe, self)
-	}
-	cfg := sandbox.Config{SelfPath: self, InitPath: sandboxtest.Init(t, base), SocketDir: filepath.Join(base, "sockets")}
-	if os.Geteuid() == 0 {
-		cfg.AgentUID, cfg.AgentGID = 65534, 65534
-	}
+	cfg, base := testrunner.Config(t)
 	runner, err := sandbox.New(cfg, testLogger(t))
 	if err != nil {
 		t.Fatal(err)
@@ -148,24 +126,5 @@ ls -l /run/istota/
 	}
 	if files < 2 {
 		t.Errorf("found %d files in the user's directories, want the two the script wrote", files)
-	}
-}
-
-func copyExecutable(t *testing.T, src, dst string) {
-	t.Helper()
-	in, err := os.Open(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_EXCL, 0o755)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		t.Fatal(err)
-	}
-	if err := out.Close(); err != nil {
-		t.Fatal(err)
 	}
 }

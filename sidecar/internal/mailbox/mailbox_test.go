@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -287,23 +286,4 @@ func TestRecent(t *testing.T) {
 	if f.srv.Unseen(t, "INBOX") != 3 {
 		t.Error("reading marked messages seen")
 	}
-}
-
-// events records task events.
-type events struct {
-	mu   sync.Mutex
-	list []string
-}
-
-func (e *events) AddEvent(_ context.Context, _ int64, kind, text string) error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.list = append(e.list, kind+": "+text)
-	return nil
-}
-
-func (e *events) all() string {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return strings.Join(e.list, "\n")
 }

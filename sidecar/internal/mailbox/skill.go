@@ -50,13 +50,8 @@ type SkillOptions struct {
 	// Zone is the user's time zone for dates shown and --since/--before; nil is UTC.
 	Zone func(ctx context.Context, uid string) *time.Location
 	// Events records each call in the task's events; nil records nothing.
-	Events EventLog
+	Events skills.EventLog
 	Logger *slog.Logger
-}
-
-// EventLog records what a task did; *queue.Queue implements it.
-type EventLog interface {
-	AddEvent(ctx context.Context, taskID int64, kind, text string) error
 }
 
 // RegisterSkill registers the mailbox skill.
@@ -309,12 +304,7 @@ func (o SkillOptions) fail(ctx context.Context, inv skills.Invocation, what stri
 
 // record writes one event for the calling task; a failure to record is logged only.
 func (o SkillOptions) record(ctx context.Context, inv skills.Invocation, text string) {
-	if o.Events == nil || inv.TaskID == 0 {
-		return
-	}
-	if err := o.Events.AddEvent(context.WithoutCancel(ctx), inv.TaskID, EventKind, text); err != nil {
-		o.Logger.Warn("mailbox: recording an event failed", "task_id", inv.TaskID, "err", err)
-	}
+	skills.RecordEvent(ctx, o.Events, o.Logger, inv, EventKind, text)
 }
 
 // operand parses args with fs and returns the one operand, before or after the flags.

@@ -15,12 +15,13 @@ import (
 	"github.com/istota/istota/sidecar/internal/credproxy"
 	"github.com/istota/istota/sidecar/internal/mailbox/mailboxtest"
 	"github.com/istota/istota/sidecar/internal/skills"
+	"github.com/istota/istota/sidecar/internal/skills/skillstest"
 )
 
 // proxied is the mailbox skill behind the real credential proxy, as a sandbox calls it.
 type proxied struct {
 	*fixture
-	ev   *events
+	ev   *skillstest.Events
 	logs *bytes.Buffer
 	reg  *skills.Registry
 	px   *credproxy.Server
@@ -29,7 +30,7 @@ type proxied struct {
 func newProxied(t *testing.T) *proxied {
 	t.Helper()
 	f := newFixture(t, mailboxtest.TLS)
-	p := &proxied{fixture: f, ev: &events{}, logs: &bytes.Buffer{}, reg: skills.NewRegistry()}
+	p := &proxied{fixture: f, ev: &skillstest.Events{}, logs: &bytes.Buffer{}, reg: skills.NewRegistry()}
 	logger := slog.New(slog.NewTextHandler(p.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	if err := RegisterSkill(p.reg, SkillOptions{Service: f.svc, Events: p.ev, Logger: logger,
 		Zone: func(context.Context, string) *time.Location { return time.UTC }}); err != nil {
@@ -204,7 +205,7 @@ func TestSkillThroughTheProxy(t *testing.T) {
 		p.creds.Set(ctx, "alice", CredentialName, password)
 	})
 
-	evs := p.ev.all()
+	evs := p.ev.All()
 	for _, w := range []string{`mailbox: mailbox folders of alice@example.org at 127.0.0.1:`, `mailbox: mailbox search "INBOX" from="bob" → 2 match(es), 2 shown`,
 		`mailbox: mailbox read "INBOX" 2 → "Quarterly report" from Bob <bob@example.org>`, `mailbox: mailbox read "INBOX" 99 failed: there is no message 99`} {
 		if !strings.Contains(evs, w) {

@@ -21,7 +21,7 @@ import (
 
 	"github.com/istota/istota/sidecar/internal/audit"
 	"github.com/istota/istota/sidecar/internal/sandbox"
-	"github.com/istota/istota/sidecar/internal/sandbox/sandboxtest"
+	"github.com/istota/istota/sidecar/internal/sandbox/testrunner"
 )
 
 // helperCommand makes the test binary act as a client inside the sandbox, where it is
@@ -98,34 +98,7 @@ func runHelper(args []string) int {
 // the sandbox package's own tests do.
 func newRunner(t *testing.T) (*sandbox.Runner, string) {
 	t.Helper()
-	if _, err := os.Stat("/usr/bin/bwrap"); err != nil {
-		t.Fatalf("this test needs bubblewrap at /usr/bin/bwrap: %v", err)
-	}
-	base := t.TempDir()
-	// t.TempDir's parents are 0700; bwrap, running as the agent uid, must pass through.
-	for _, d := range []string{filepath.Dir(base), base} {
-		if err := os.Chmod(d, 0o711); err != nil {
-			t.Fatal(err)
-		}
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	self := filepath.Join(base, "istota")
-	if err := os.Link(exe, self); err != nil {
-		data, err := os.ReadFile(exe)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(self, data, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cfg := sandbox.Config{SelfPath: self, InitPath: sandboxtest.Init(t, base), SocketDir: filepath.Join(base, "sockets")}
-	if os.Geteuid() == 0 {
-		cfg.AgentUID, cfg.AgentGID = 65534, 65534
-	}
+	cfg, base := testrunner.Config(t)
 	r, err := sandbox.New(cfg, testLogger(t))
 	if err != nil {
 		t.Fatal(err)

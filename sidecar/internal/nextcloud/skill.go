@@ -79,16 +79,11 @@ type Poster interface {
 	Enqueue(ctx context.Context, m outbox.Message) error
 }
 
-// EventLog records what a task did; *queue.Queue implements it.
-type EventLog interface {
-	AddEvent(ctx context.Context, taskID int64, kind, text string) error
-}
-
 // Options configure the skill.
 type Options struct {
 	App    App    // required
 	Poster Poster // required for post
-	Events EventLog
+	Events skills.EventLog
 	Audit  *audit.Log
 	Logger *slog.Logger
 }
@@ -586,12 +581,7 @@ func (r *runner) record(ctx context.Context, e audit.Entry) {
 }
 
 func (r *runner) event(ctx context.Context, text string) {
-	if r.opts.Events == nil || r.inv.TaskID == 0 {
-		return
-	}
-	if err := r.opts.Events.AddEvent(context.WithoutCancel(ctx), r.inv.TaskID, EventKind, text); err != nil {
-		r.opts.Logger.Warn("nextcloud: recording a task event failed", "task_id", r.inv.TaskID, "err", err)
-	}
+	skills.RecordEvent(ctx, r.opts.Events, r.opts.Logger, r.inv, EventKind, text)
 }
 
 func formatShare(sh appcall.Share, created bool) string {

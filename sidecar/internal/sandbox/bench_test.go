@@ -17,20 +17,27 @@ import (
 	"github.com/istota/istota/sidecar/internal/config"
 )
 
-// overheadRounds is how many times each of the four commands runs per benchmark
+// overheadRounds is how many times each of the seven commands runs per benchmark
 // iteration: enough for a stable median and p90 on a busy machine.
 const overheadRounds = 200
 
-// BenchmarkSandboxOverhead runs /bin/true four ways, interleaved in every round so that
-// load on the machine hits all alike: bare, in bwrap alone (reference §7.1's minimal
-// command, as the agent uid, the floor any sandbox pays), and twice through a complete
-// sandbox as a task gets it: Prepare, bwrap, the init with the default resource limits,
-// the LLM gateway, two bridged service sockets standing in for the network and
-// credential proxies, Close. The first has the istota binary as shipped (static,
-// stripped) as its init: the Go fallback "istota sandbox-init", which an install without
-// istota-init runs, setting the limits through util-linux prlimit. The second has
-// istota-init as shipped: the static C program, which sets the limits itself. The goal
-// of issue 12 is sandboxed ≤ bare + 10 ms at the median, with istota-init.
+// BenchmarkSandboxOverhead runs /bin/true seven ways, interleaved in every round so that
+// load on the machine hits all alike:
+//   - bare;
+//   - bwrap alone: reference §7.1's minimal command with the namespaces a sandbox needs,
+//     as the agent uid, the floor any such sandbox pays;
+//   - a complete sandbox as a task gets it (Prepare, bwrap, the init with the default
+//     resource limits, the LLM gateway, two bridged service sockets standing in for the
+//     network and credential proxies, Close) with the istota binary as shipped (static,
+//     stripped) as its init: the Go fallback "istota sandbox-init", which an install
+//     without istota-init runs, setting the limits through util-linux prlimit;
+//   - the same with istota-init as shipped, the static C program that sets the limits
+//     itself; this run is also timed in its three parts;
+//   - that sandbox without the gateway and the service sockets;
+//   - its bwrap command running /bin/true itself, without the init;
+//   - bwrap with the least it can be given (one mount, the user namespace only).
+//
+// The goal of issue 12 is sandboxed ≤ bare + 10 ms at the median, with istota-init.
 func BenchmarkSandboxOverhead(b *testing.B) {
 	e := newTestEnv(b)
 	e.cfg.SelfPath = shippedBinary(b, e.base)
@@ -55,25 +62,44 @@ func BenchmarkSandboxOverhead(b *testing.B) {
 	ctx := context.Background()
 
 	bare := func() error { return exec.Command("/bin/true").Run() }
-	bwrapAlone := func() error {
-		r := withInit
-		cmd := exec.Command(r.cfg.BwrapPath, "--ro-bind", "/", "/", "--unshare-all", "--die-with-parent", "/bin/true")
-		if r.switchTo {
-			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: r.uid, Gid: r.gid, Groups: []uint32{}}}
-		}
-		return cmd.Run()
-	}
-	sandboxed := func(r *Runner) func() error {
+	bwrapWith := func(opts ...string) func() error {
 		return func() error {
+			r := withInit
+			cmd := exec.Command(r.cfg.BwrapPath, append(opts, "/bin/true")...)
+			if r.switchTo {
+				cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: r.uid, Gid: r.gid, Groups: []uint32{}}}
+			}
+			return cmd.Run()
+		}
+	}
+	bwrapAlone := bwrapWith("--ro-bind", "/", "/", "--unshare-all", "--die-with-parent")
+	// bwrap's least: no namespace but the user one an unprivileged bwrap always makes,
+	// and one mount. No sandbox can start faster than this on the machine.
+	bwrapLeast := bwrapWith("--ro-bind", "/", "/")
+	// phases holds the istota-init run's three parts: Prepare (host side: task folder,
+	// ownership, descriptors, gateway and service sockets), the process (bwrap, the init,
+	// /bin/true and their exits) and Close (services stopped, task folder removed).
+	var phases [3][]time.Duration
+	recording := false
+	sandboxed := func(r *Runner, spec Spec, split bool) func() error {
+		return func() error {
+			t0 := time.Now()
 			rn, err := r.Prepare(ctx, spec)
 			if err != nil {
 				return err
 			}
 			var stderr strings.Builder
 			rn.Cmd.Stderr = &stderr
+			t1 := time.Now()
 			err = rn.Cmd.Run()
+			t2 := time.Now()
 			if cerr := rn.Close(); err == nil {
 				err = cerr
+			}
+			if split && recording {
+				for i, d := range []time.Duration{t1.Sub(t0), t2.Sub(t1), time.Since(t2)} {
+					phases[i] = append(phases[i], d)
+				}
 			}
 			if err != nil {
 				return fmt.Errorf("%w (stderr %q)", err, stderr.String())
@@ -81,29 +107,57 @@ func BenchmarkSandboxOverhead(b *testing.B) {
 			return nil
 		}
 	}
-	names := []string{"bare", "bwrap", "sandboxed-istota", "sandboxed"}
-	runs := []func() error{bare, bwrapAlone, sandboxed(withIstota), sandboxed(withInit)}
+	plain := spec // no gateway, no service sockets: what every sandbox pays
+	plain.LLM, plain.Services = nil, nil
+	// noInit is bwrap with every option the plain sandbox gets (mounts, /etc files,
+	// seccomp, environment) running /bin/true itself, without the init: the process part
+	// of the plain sandbox less what the init costs. Only the process is timed.
+	var noInitTook []time.Duration
+	noInit := func() error {
+		rn, err := withInit.Prepare(ctx, plain)
+		if err != nil {
+			return err
+		}
+		defer rn.Close()
+		end := slices.Index(rn.Cmd.Args, "--") // bwrap's own options end here, the init's start
+		rn.Cmd.Args = append(rn.Cmd.Args[:end+1:end+1], "/bin/true")
+		start := time.Now()
+		if err := rn.Cmd.Run(); err != nil {
+			return err
+		}
+		if recording {
+			noInitTook = append(noInitTook, time.Since(start))
+		}
+		return nil
+	}
+	names := []string{"bare", "bwrap", "sandboxed-istota", "sandboxed", "sandboxed-plain", "bwrap-options", "bwrap-least"}
+	runs := []func() error{bare, bwrapAlone, sandboxed(withIstota, spec, false), sandboxed(withInit, spec, true), sandboxed(withInit, plain, false), noInit, bwrapLeast}
 	took := make([][]time.Duration, len(runs))
-	round := func(record bool) {
+	round := func() {
 		for i, f := range runs {
 			start := time.Now()
 			if err := f(); err != nil {
 				b.Fatalf("%s: %v", names[i], err)
 			}
-			if record {
+			if recording {
 				took[i] = append(took[i], time.Since(start))
 			}
 		}
 	}
 	for range 10 {
-		round(false) // page cache, the builds' first start, the gateway's first use
+		round() // page cache, the builds' first start, the gateway's first use
 	}
+	recording = true
 	for b.Loop() {
 		for i := range took {
 			took[i] = took[i][:0]
 		}
+		for i := range phases {
+			phases[i] = phases[i][:0]
+		}
+		noInitTook = noInitTook[:0]
 		for range overheadRounds {
-			round(true)
+			round()
 		}
 	}
 
@@ -131,6 +185,13 @@ func BenchmarkSandboxOverhead(b *testing.B) {
 	benchfig.Report(b, "sandbox: what the sandbox adds beyond bwrap alone (median; istota-init)",
 		fmt.Sprintf("+%.1f ms; sandboxed − bare = %.2f × (bwrap alone − bare), %.2f with the istota binary as init",
 			ms(med[now]-med[1]), float64(delta)/float64(floor), float64(oldDelta)/float64(floor)), "", nil)
+	benchfig.Report(b, "sandbox: where a sandboxed run's time goes (median; istota-init)",
+		fmt.Sprintf("Prepare %.1f ms, bwrap + init + /bin/true %.1f ms, Close %.1f ms; without the gateway and service sockets %.1f ms in all (%.1f with); "+
+			"the process without the init (bwrap with the sandbox's options running /bin/true) %.1f ms, bwrap alone %.1f ms",
+			ms(percentile(phases[0], 50)), ms(percentile(phases[1], 50)), ms(percentile(phases[2], 50)), ms(med[4]), ms(med[now]),
+			ms(percentile(noInitTook, 50)), ms(med[1])), "", nil)
+	benchfig.Report(b, "sandbox: bwrap's least (--ro-bind / /, the user namespace only) over bare (median)",
+		fmt.Sprintf("+%.1f ms; with the namespaces the sandbox needs (bwrap alone) +%.1f ms", ms(med[6]-med[0]), ms(floor)), "", nil)
 	benchfig.Report(b, fmt.Sprintf("sandbox: /bin/true bare / bwrap alone / sandboxed, istota as init / sandboxed, istota-init; median (p90) of %d interleaved", overheadRounds),
 		fmt.Sprintf("%.2f (%.2f) / %.1f (%.1f) / %.1f (%.1f) / %.1f (%.1f) ms", ms(med[0]), ms(p90[0]), ms(med[1]), ms(p90[1]),
 			ms(med[old]), ms(p90[old]), ms(med[now]), ms(p90[now])), "", nil)

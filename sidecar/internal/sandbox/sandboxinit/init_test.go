@@ -292,39 +292,56 @@ func TestPrlimit(t *testing.T) {
 	}
 }
 
+// TestSignalsAreForwarded sends each forwarded signal to the init and wants the
+// command's trap to run, also when the init's parent left the signals ignored (as nohup
+// does): an ignored signal stays ignored across execve and a shell cannot trap it.
 func TestSignalsAreForwarded(t *testing.T) {
-	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2} {
-		name := strings.ToUpper(strings.TrimPrefix(sigName(sig), "SIG"))
-		t.Run(name, func(t *testing.T) {
-			same(t, func(t *testing.T, im impl) result {
-				cmd := im.command("--", "/bin/sh", "-c", `trap 'echo got; exit 7' `+name+`; echo ready; i=0; while [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; echo no-signal`)
-				out, err := cmd.StdoutPipe()
-				if err != nil {
-					t.Fatal(err)
-				}
-				var errb bytes.Buffer
-				cmd.Stderr = &errb
-				if err := cmd.Start(); err != nil {
-					t.Fatal(err)
-				}
-				r := bufio.NewReader(out)
-				if line, _ := r.ReadString('\n'); line != "ready\n" {
-					t.Fatalf("got %q", line)
-				}
-				cmd.Process.Signal(sig)
-				rest, _ := io.ReadAll(r)
-				err = cmd.Wait()
-				res := result{stdout: string(rest), stderr: errb.String()}
-				if ee, ok := err.(*exec.ExitError); ok {
-					res.code = ee.ExitCode()
-				}
-				if res.code != 7 || res.stdout != "got\n" {
-					t.Fatalf("%v to the init: %s, want exit 7 and got", sig, res)
-				}
-				return res
-			})
-		})
+	signals := []syscall.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2}
+	for _, ignored := range []bool{false, true} {
+		for _, sig := range signals {
+			name := strings.ToUpper(strings.TrimPrefix(sigName(sig), "SIG"))
+			if ignored {
+				name += " ignored by the parent"
+			}
+			t.Run(name, func(t *testing.T) { testSignalForwarded(t, sig, ignored) })
+		}
 	}
+}
+
+func testSignalForwarded(t *testing.T, sig syscall.Signal, ignored bool) {
+	name := sigName(sig)
+	same(t, func(t *testing.T, im impl) result {
+		cmd := im.command("--", "/bin/sh", "-c", `trap 'echo got; exit 7' `+name+`; echo ready; i=0; while [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; echo no-signal`)
+		if ignored {
+			// The shell ignores every forwarded signal, then becomes the init.
+			cmd.Args = append([]string{"/bin/sh", "-c", `trap '' TERM INT HUP QUIT USR1 USR2; exec "$0" "$@"`}, cmd.Args...)
+			cmd.Path = "/bin/sh"
+		}
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var errb bytes.Buffer
+		cmd.Stderr = &errb
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		r := bufio.NewReader(out)
+		if line, _ := r.ReadString('\n'); line != "ready\n" {
+			t.Fatalf("got %q", line)
+		}
+		cmd.Process.Signal(sig)
+		rest, _ := io.ReadAll(r)
+		err = cmd.Wait()
+		res := result{stdout: string(rest), stderr: errb.String()}
+		if ee, ok := err.(*exec.ExitError); ok {
+			res.code = ee.ExitCode()
+		}
+		if res.code != 7 || res.stdout != "got\n" {
+			t.Fatalf("%v to the init: %s, want exit 7 and got", sig, res)
+		}
+		return res
+	})
 }
 
 func sigName(s syscall.Signal) string {

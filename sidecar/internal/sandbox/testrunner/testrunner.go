@@ -21,10 +21,16 @@ import (
 // Limits are the tests' resource limits: room for Chromium's threads.
 var Limits = sandbox.Limits{Processes: 1024, OpenFiles: 4096}
 
-// Runner returns a sandbox runner and the uid its sandboxes run as. Call
-// sandboxtest.Cleanup from TestMain.
-func Runner(t testing.TB) (*sandbox.Runner, uint32) {
+// Config is a sandbox configuration for a test, in base, a fresh folder it returns too:
+// the test binary (linked, or copied where the temporary folder is on another file
+// system) stands in for the istota binary, the init is the real istota-init, the
+// sockets live below base, and when the test runs as root the sandboxes run as a uid
+// of their own (AgentUID), so that what is left of them can be counted.
+func Config(t testing.TB) (sandbox.Config, string) {
 	t.Helper()
+	if _, err := os.Stat("/usr/bin/bwrap"); err != nil {
+		t.Fatalf("this test needs bubblewrap at /usr/bin/bwrap: %v", err)
+	}
 	base := t.TempDir()
 	// t.TempDir's parents are 0700; bwrap, running as the agent uid, must pass through.
 	for _, d := range []string{filepath.Dir(base), base} {
@@ -38,20 +44,43 @@ func Runner(t testing.TB) (*sandbox.Runner, uint32) {
 	}
 	self := filepath.Join(base, "istota")
 	if err := os.Link(exe, self); err != nil {
-		t.Fatal(err)
+		copyExecutable(t, exe, self)
 	}
-	cfg := sandbox.Config{SelfPath: self, InitPath: sandboxtest.Init(t, base), SocketDir: filepath.Join(base, "sockets"), Limits: Limits}
-	uid := uint32(os.Geteuid())
-	if uid == 0 {
-		uid = freeUID()
+	cfg := sandbox.Config{SelfPath: self, InitPath: sandboxtest.Init(t, base), SocketDir: filepath.Join(base, "sockets")}
+	if os.Geteuid() == 0 {
+		uid := freeUID()
 		cfg.AgentUID, cfg.AgentGID = uid, uid
 	}
+	return cfg, base
+}
+
+// Runner returns a sandbox runner with the tests' Limits (room for Chromium) and the
+// uid its sandboxes run as. Call sandboxtest.Cleanup from TestMain.
+func Runner(t testing.TB) (*sandbox.Runner, uint32) {
+	t.Helper()
+	cfg, _ := Config(t)
+	cfg.Limits = Limits
 	r, err := sandbox.New(cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { r.Close() })
+	uid := uint32(os.Geteuid())
+	if cfg.AgentUID != 0 {
+		uid = cfg.AgentUID
+	}
 	return r, uid
+}
+
+func copyExecutable(t testing.TB, src, dst string) {
+	t.Helper()
+	data, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dst, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // freeUID is a uid no account and no other test process uses.
