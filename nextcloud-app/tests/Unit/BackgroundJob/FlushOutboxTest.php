@@ -15,36 +15,18 @@ use OCA\Istota\Listener\BotInvokeListener;
 use OCA\Istota\Service\AppSettings;
 use OCA\Istota\Tests\Support\FakeSidecar;
 use OCA\Istota\Tests\Support\Harness;
+use OCA\Istota\Tests\Support\HarnessTestCase;
 use OCA\Talk\Events\BotInvokeEvent;
 use OCP\BackgroundJob\IJob;
-use PHPUnit\Framework\TestCase;
 
 /**
  * The outbox job against the fake sidecar: strict id order, stop at the first failure,
  * nothing lost, nothing accepted twice.
  */
-class FlushOutboxTest extends TestCase {
-	private const SECRET = 'outbox-test-shared-secret-0123456789-abcdefghijklm';
-
-	private static FakeSidecar $sidecar;
-	private Harness $h;
-
-	public static function setUpBeforeClass(): void {
-		self::$sidecar = FakeSidecar::start(self::SECRET);
-	}
-
-	public static function tearDownAfterClass(): void {
-		self::$sidecar->stop();
-	}
-
+class FlushOutboxTest extends HarnessTestCase {
 	protected function setUp(): void {
-		self::$sidecar->reset();
-		$this->h = new Harness(self::$sidecar->url, self::SECRET);
+		parent::setUp();
 		$this->h->directory->addUser('alice', 'Alice');
-	}
-
-	protected function tearDown(): void {
-		$this->h->close();
 	}
 
 	private function job(): FlushOutbox {

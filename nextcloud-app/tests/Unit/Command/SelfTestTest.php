@@ -11,29 +11,14 @@ namespace OCA\Istota\Tests\Unit\Command;
 
 use OCA\Istota\Command\SelfTest;
 use OCA\Istota\Tests\Support\FakeSidecar;
+use OCA\Istota\Tests\Support\FakeSidecarTestCase;
 use OCA\Istota\Tests\Support\Harness;
-use PHPUnit\Framework\TestCase;
 use Symfony\Component\Console\Command\Command;
 use Symfony\Component\Console\Tester\CommandTester;
 
-class SelfTestTest extends TestCase {
-	private const SECRET = 'selftest-shared-secret-0123456789-abcdefghijklmnop';
-
-	private static FakeSidecar $sidecar;
+class SelfTestTest extends FakeSidecarTestCase {
 	/** @var list<Harness> */
 	private array $harnesses = [];
-
-	public static function setUpBeforeClass(): void {
-		self::$sidecar = FakeSidecar::start(self::SECRET);
-	}
-
-	public static function tearDownAfterClass(): void {
-		self::$sidecar->stop();
-	}
-
-	protected function setUp(): void {
-		self::$sidecar->reset();
-	}
 
 	protected function tearDown(): void {
 		foreach ($this->harnesses as $h) {

@@ -9,38 +9,20 @@ declare(strict_types=1);
 
 namespace OCA\Istota\Tests\Unit\Controller;
 
-use OCA\Istota\Tests\Support\FakeSidecar;
 use OCA\Istota\Tests\Support\Harness;
-use PHPUnit\Framework\TestCase;
+use OCA\Istota\Tests\Support\HarnessTestCase;
 
 /**
  * The admin section's OCS API against the fake sidecar. Who may call it is Nextcloud's
  * SecurityMiddleware's job (admin-only by default; RoutesTest pins the attributes).
  */
-class AdminApiTest extends TestCase {
-	private const SECRET = 'admin-api-test-shared-secret-0123456789-abcdefghi';
+class AdminApiTest extends HarnessTestCase {
 	private const API_KEY = 'sk-ant-admin-test-0123456789-very-secret';
 
-	private static FakeSidecar $sidecar;
-	private Harness $h;
-
-	public static function setUpBeforeClass(): void {
-		self::$sidecar = FakeSidecar::start(self::SECRET);
-	}
-
-	public static function tearDownAfterClass(): void {
-		self::$sidecar->stop();
-	}
-
 	protected function setUp(): void {
-		self::$sidecar->reset();
-		$this->h = new Harness(self::$sidecar->url, self::SECRET);
+		parent::setUp();
 		$this->h->directory->addUser('root', 'Admin', null, ['admin']);
 		$this->h->loginAs('root');
-	}
-
-	protected function tearDown(): void {
-		$this->h->close();
 	}
 
 	/** @return array<string, array{0: ?string, 1: bool}> */

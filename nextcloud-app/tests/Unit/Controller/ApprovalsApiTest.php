@@ -9,39 +9,19 @@ declare(strict_types=1);
 
 namespace OCA\Istota\Tests\Unit\Controller;
 
-use OCA\Istota\Tests\Support\FakeSidecar;
-use OCA\Istota\Tests\Support\Harness;
-use PHPUnit\Framework\TestCase;
+use OCA\Istota\Tests\Support\HarnessTestCase;
 
 /**
  * The personal page's approvals API end to end: controller → service → signed HTTP →
  * the fake sidecar. The user is always the session's; someone else's question is not
  * found, and policies can only be tightened.
  */
-class ApprovalsApiTest extends TestCase {
-	private const SECRET = 'approvals-api-test-shared-secret-0123456789-abcdef';
-
-	private static FakeSidecar $sidecar;
-	private Harness $h;
-
-	public static function setUpBeforeClass(): void {
-		self::$sidecar = FakeSidecar::start(self::SECRET);
-	}
-
-	public static function tearDownAfterClass(): void {
-		self::$sidecar->stop();
-	}
-
+class ApprovalsApiTest extends HarnessTestCase {
 	protected function setUp(): void {
-		self::$sidecar->reset();
-		$this->h = new Harness(self::$sidecar->url, self::SECRET);
+		parent::setUp();
 		$this->h->directory->addUser('alice', 'Alice', 'alice@example.com');
 		$this->h->directory->addUser('bob', 'Bob', 'bob@example.com');
 		$this->h->loginAs('alice');
-	}
-
-	protected function tearDown(): void {
-		$this->h->close();
 	}
 
 	public function testListsOnlyTheSessionUsersQuestions(): void {

@@ -13,33 +13,17 @@ use OCA\Istota\AppInfo\Application;
 use OCA\Istota\Controller\OcsBaseController;
 use OCA\Istota\Service\AppSettings;
 use OCA\Istota\Tests\Support\FakeSidecar;
+use OCA\Istota\Tests\Support\FakeSidecarTestCase;
 use OCA\Istota\Tests\Support\Harness;
 use OCA\Istota\Tests\Support\TestRequest;
 use OCP\AppFramework\Http\DataResponse;
-use PHPUnit\Framework\TestCase;
 
 /**
  * Every way the sidecar can fail reaches the browser as an OCS answer with a stable code
  * and a message fit to show: never an exception page, never a URL, path or secret, and
  * never a 401 the browser would take for an expired login.
  */
-class ErrorMappingTest extends TestCase {
-	private const SECRET = 'error-mapping-test-shared-secret-0123456789-abcd';
-
-	private static FakeSidecar $sidecar;
-
-	public static function setUpBeforeClass(): void {
-		self::$sidecar = FakeSidecar::start(self::SECRET);
-	}
-
-	public static function tearDownAfterClass(): void {
-		self::$sidecar->stop();
-	}
-
-	protected function setUp(): void {
-		self::$sidecar->reset();
-	}
-
+class ErrorMappingTest extends FakeSidecarTestCase {
 	private function harness(string $url, ?string $secret = self::SECRET): Harness {
 		$h = new Harness($url, $secret);
 		$h->directory->addUser('alice', 'Alice');

@@ -9,40 +9,21 @@ declare(strict_types=1);
 
 namespace OCA\Istota\Tests\Unit\Controller;
 
-use OCA\Istota\Tests\Support\FakeSidecar;
-use OCA\Istota\Tests\Support\Harness;
-use PHPUnit\Framework\TestCase;
+use OCA\Istota\Tests\Support\HarnessTestCase;
 
 /**
  * "Your mailbox" end to end: controller → service → signed HTTP → the fake sidecar. The
  * user is always the session's, and the password only travels to the sidecar: it is in
  * no answer and no log line.
  */
-class MailboxApiTest extends TestCase {
-	private const SECRET = 'mailbox-api-test-shared-secret-0123456789-abcdef';
+class MailboxApiTest extends HarnessTestCase {
 	private const PASSWORD = 'imap-secret-42';
 
-	private static FakeSidecar $sidecar;
-	private Harness $h;
-
-	public static function setUpBeforeClass(): void {
-		self::$sidecar = FakeSidecar::start(self::SECRET);
-	}
-
-	public static function tearDownAfterClass(): void {
-		self::$sidecar->stop();
-	}
-
 	protected function setUp(): void {
-		self::$sidecar->reset();
-		$this->h = new Harness(self::$sidecar->url, self::SECRET);
+		parent::setUp();
 		$this->h->directory->addUser('alice', 'Alice', 'alice@example.com');
 		$this->h->directory->addUser('bob', 'Bob', 'bob@example.com');
 		$this->h->loginAs('alice');
-	}
-
-	protected function tearDown(): void {
-		$this->h->close();
 	}
 
 	public function testConnectTestAndDisconnectOwnMailbox(): void {

@@ -10,29 +10,18 @@ declare(strict_types=1);
 namespace OCA\Istota\Tests\Unit\Controller;
 
 use OCA\Istota\Tests\Support\FakeSidecar;
+use OCA\Istota\Tests\Support\FakeSidecarTestCase;
 use OCA\Istota\Tests\Support\Harness;
 use OCP\AppFramework\Http\DataResponse;
-use PHPUnit\Framework\TestCase;
 
 /**
  * No secret the app knows (shared secret, Talk bot secret, bot account password) and no
  * model API key an admin typed ever reaches a browser through the OCS API or the log, in
  * success and in failure.
  */
-class NoSecretsTest extends TestCase {
-	private const SECRET = 'no-secrets-test-shared-secret-0123456789-abcdefgh';
+class NoSecretsTest extends FakeSidecarTestCase {
 	private const BOT_PASSWORD = 'bot-account-password-0123456789-xyz';
 	private const API_KEY = 'sk-ant-no-secrets-0123456789-abcdefghijklmnop';
-
-	private static FakeSidecar $sidecar;
-
-	public static function setUpBeforeClass(): void {
-		self::$sidecar = FakeSidecar::start(self::SECRET);
-	}
-
-	public static function tearDownAfterClass(): void {
-		self::$sidecar->stop();
-	}
 
 	/** @return list<\Closure(Harness): DataResponse> */
 	private static function everyAction(): array {
@@ -73,7 +62,6 @@ class NoSecretsTest extends TestCase {
 
 	/** @dataProvider situations */
 	public function testNoResponseOrLogLineHoldsASecret(string $situation): void {
-		self::$sidecar->reset();
 		$h = new Harness($situation === 'down' ? FakeSidecar::deadUrl() : self::$sidecar->url, self::SECRET);
 		try {
 			if ($situation === 'failing') {

@@ -10,34 +10,19 @@ declare(strict_types=1);
 namespace OCA\Istota\Tests\Unit\Controller;
 
 use OCA\Istota\Service\RequestSigner;
-use OCA\Istota\Tests\Support\FakeSidecar;
-use OCA\Istota\Tests\Support\Harness;
+use OCA\Istota\Tests\Support\HarnessTestCase;
 use OCA\Istota\Tests\Support\TestRequest;
-use PHPUnit\Framework\TestCase;
 
 /**
  * POST /api/v1/sidecar/ready: the sidecar, back after a restart, asks for the Talk events
  * that waited for it. Only a request signed with the shared secret is heard; anything
  * else is refused (and throttled) and hands nothing over.
  */
-class SidecarReadyTest extends TestCase {
-	private const SECRET = 'ready-test-shared-secret-0123456789-abcdefghijklmn';
+class SidecarReadyTest extends HarnessTestCase {
 	private const URI = '/ocs/v2.php/apps/istota/api/v1/sidecar/ready';
 
-	private static FakeSidecar $sidecar;
-	private Harness $h;
-
-	public static function setUpBeforeClass(): void {
-		self::$sidecar = FakeSidecar::start(self::SECRET);
-	}
-
-	public static function tearDownAfterClass(): void {
-		self::$sidecar->stop();
-	}
-
 	protected function setUp(): void {
-		self::$sidecar->reset();
-		$this->h = new Harness(self::$sidecar->url, self::SECRET);
+		parent::setUp();
 		$this->h->directory->addUser('alice', 'Alice');
 		// Two events that failed once and wait for their next attempt, a minute ahead.
 		foreach (['41', '42'] as $id) {
@@ -50,10 +35,6 @@ class SidecarReadyTest extends TestCase {
 			$body = $this->h->payloads->encode($this->h->payloads->build('nextcloudapp://istota', $message));
 			$this->h->outbox->enqueue($body, 'room1', $id, time(), 1, 'down', time() + 60);
 		}
-	}
-
-	protected function tearDown(): void {
-		$this->h->close();
 	}
 
 	private function call(array $headers): \OCP\AppFramework\Http\DataResponse {

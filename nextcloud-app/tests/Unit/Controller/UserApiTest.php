@@ -9,40 +9,20 @@ declare(strict_types=1);
 
 namespace OCA\Istota\Tests\Unit\Controller;
 
-use OCA\Istota\Tests\Support\FakeSidecar;
-use OCA\Istota\Tests\Support\Harness;
+use OCA\Istota\Tests\Support\HarnessTestCase;
 use OCP\AppFramework\Http\DataResponse;
-use PHPUnit\Framework\TestCase;
 
 /**
  * The personal page's OCS API end to end: controller → service → signed HTTP → the fake
  * sidecar (which checks every signature and keeps users' data apart), and back.
  */
-class UserApiTest extends TestCase {
-	private const SECRET = 'user-api-test-shared-secret-0123456789-abcdefghij';
-
-	private static FakeSidecar $sidecar;
-	private Harness $h;
-
-	public static function setUpBeforeClass(): void {
-		self::$sidecar = FakeSidecar::start(self::SECRET);
-	}
-
-	public static function tearDownAfterClass(): void {
-		self::$sidecar->stop();
-	}
-
+class UserApiTest extends HarnessTestCase {
 	protected function setUp(): void {
-		self::$sidecar->reset();
-		$this->h = new Harness(self::$sidecar->url, self::SECRET);
+		parent::setUp();
 		$this->h->directory->addUser('alice', 'Alice Liddell', 'alice@example.com', ['staff'], ['timezone' => 'Europe/Berlin', 'lang' => 'de']);
 		$this->h->directory->addUser('bob', 'Bob', 'bob@example.com');
 		$this->h->directory->addUser('eve@example.org', 'Eve');
 		$this->h->loginAs('alice');
-	}
-
-	protected function tearDown(): void {
-		$this->h->close();
 	}
 
 	/** @return array{0: int, 1: mixed} */

@@ -15,42 +15,21 @@ use OCA\Istota\Service\AppSettings;
 use OCA\Istota\Service\AttachmentImporter;
 use OCA\Istota\Tests\Support\FakeSidecar;
 use OCA\Istota\Tests\Support\Harness;
+use OCA\Istota\Tests\Support\HarnessTestCase;
 use OCA\Talk\Events\BotInvokeEvent;
 use OCA\Talk\Room;
 use OCP\Files\NotPermittedException;
-use PHPUnit\Framework\TestCase;
 
 /**
  * Files shared in Talk, end to end: a file-share Activity in, the file copied from the
  * sharer's files into the bot's storage (a real directory), and the signed body the
  * (fake) sidecar receives saying where it landed or why it did not.
  */
-class AttachmentsTest extends TestCase {
-	private const SECRET = 'attachments-test-shared-secret-0123456789-abcdefghij';
+class AttachmentsTest extends HarnessTestCase {
 	private const ROOMS = ['notetok' => [Room::TYPE_NOTE_TO_SELF, 1], 'grouptok' => [Room::TYPE_GROUP, 3]];
 	private const PDF = "%PDF-1.7\nquarterly figures\n";
 
-	private static FakeSidecar $sidecar;
-	private Harness $h;
-
-	public static function setUpBeforeClass(): void {
-		self::$sidecar = FakeSidecar::start(self::SECRET);
-	}
-
-	public static function tearDownAfterClass(): void {
-		self::$sidecar->stop();
-	}
-
-	protected function setUp(): void {
-		self::$sidecar->reset();
-		$this->h = $this->harness(self::$sidecar->url);
-	}
-
-	protected function tearDown(): void {
-		$this->h->close();
-	}
-
-	private function harness(string $url): Harness {
+	protected function harness(string $url): Harness {
 		$h = new Harness($url, self::SECRET, self::ROOMS);
 		$h->directory->addUser('alice', 'Alice Liddell', 'alice@example.com');
 		$h->directory->addUser('bob', 'Bob', null, ['staff']);

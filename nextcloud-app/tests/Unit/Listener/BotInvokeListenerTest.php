@@ -14,17 +14,16 @@ use OCA\Istota\Listener\BotInvokeListener;
 use OCA\Istota\Service\AppSettings;
 use OCA\Istota\Tests\Support\FakeSidecar;
 use OCA\Istota\Tests\Support\Harness;
+use OCA\Istota\Tests\Support\HarnessTestCase;
 use OCA\Talk\Events\BotInvokeEvent;
 use OCA\Talk\Room;
 use OCP\EventDispatcher\Event;
-use PHPUnit\Framework\TestCase;
 
 /**
  * The Talk listener end to end: BotInvokeEvent in, signed HTTP to a real (fake) sidecar
  * out, 👀 reaction and outbox rows as the result.
  */
-class BotInvokeListenerTest extends TestCase {
-	private const SECRET = 'listener-test-shared-secret-0123456789-abcdefghij';
+class BotInvokeListenerTest extends HarnessTestCase {
 	private const ROOMS = [
 		'grouptok' => [Room::TYPE_GROUP, 3],
 		'notetok' => [Room::TYPE_NOTE_TO_SELF, 1],
@@ -32,27 +31,7 @@ class BotInvokeListenerTest extends TestCase {
 		'o2otok' => [Room::TYPE_ONE_TO_ONE, 2],
 	];
 
-	private static FakeSidecar $sidecar;
-	private Harness $h;
-
-	public static function setUpBeforeClass(): void {
-		self::$sidecar = FakeSidecar::start(self::SECRET);
-	}
-
-	public static function tearDownAfterClass(): void {
-		self::$sidecar->stop();
-	}
-
-	protected function setUp(): void {
-		self::$sidecar->reset();
-		$this->h = $this->harness(self::$sidecar->url);
-	}
-
-	protected function tearDown(): void {
-		$this->h->close();
-	}
-
-	private function harness(string $url, string $secret = self::SECRET): Harness {
+	protected function harness(string $url, string $secret = self::SECRET): Harness {
 		$h = new Harness($url, $secret, self::ROOMS);
 		$h->directory->addUser('alice', 'Alice Liddell', 'alice@example.com', [], ['timezone' => 'Europe/Berlin', 'lang' => 'de']);
 		$h->directory->addUser('bob', 'Bob', null, ['staff']);

@@ -13,37 +13,21 @@ use OCA\Istota\AppInfo\Application;
 use OCA\Istota\Migration\MoveAllowedGroupsToSidecar;
 use OCA\Istota\Tests\Support\FakeSidecar;
 use OCA\Istota\Tests\Support\Harness;
+use OCA\Istota\Tests\Support\HarnessTestCase;
 use OCA\Istota\Tests\Support\RecordingOutput;
-use PHPUnit\Framework\TestCase;
 
 /**
  * The app's old allowed_groups setting moves to the sidecar's access.groups; it is never
  * dropped while that would open the bot to everyone.
  */
-class MoveAllowedGroupsToSidecarTest extends TestCase {
-	private const SECRET = 'move-groups-test-shared-secret-0123456789-abcdefg';
+class MoveAllowedGroupsToSidecarTest extends HarnessTestCase {
 	private const KEY = MoveAllowedGroupsToSidecar::LEGACY_KEY;
 
-	private static FakeSidecar $sidecar;
-	private Harness $h;
 	private RecordingOutput $output;
 
-	public static function setUpBeforeClass(): void {
-		self::$sidecar = FakeSidecar::start(self::SECRET);
-	}
-
-	public static function tearDownAfterClass(): void {
-		self::$sidecar->stop();
-	}
-
 	protected function setUp(): void {
-		self::$sidecar->reset();
-		$this->h = new Harness(self::$sidecar->url, self::SECRET);
+		parent::setUp();
 		$this->output = new RecordingOutput();
-	}
-
-	protected function tearDown(): void {
-		$this->h->close();
 	}
 
 	private function step(?Harness $h = null): MoveAllowedGroupsToSidecar {

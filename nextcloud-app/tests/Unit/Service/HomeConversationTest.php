@@ -14,41 +14,23 @@ use OCA\Istota\Listener\UserEligibilityListener;
 use OCA\Istota\Service\HomeConversation;
 use OCA\Istota\Tests\Support\FakeSidecar;
 use OCA\Istota\Tests\Support\Harness;
+use OCA\Istota\Tests\Support\HarnessTestCase;
 use OCA\Talk\Events\BotEnabledEvent;
 use OCP\Group\Events\UserAddedEvent;
 use OCP\User\Events\UserCreatedEvent;
-use PHPUnit\Framework\TestCase;
 
 /**
  * Every user the sidecar lets use the bot gets one conversation with it, with the bot
  * enabled and a welcome; nobody else gets one, and nothing is made twice.
  */
-class HomeConversationTest extends TestCase {
-	private const SECRET = 'home-test-shared-secret-0123456789-abcdefghijkl';
-
-	private static FakeSidecar $sidecar;
-	private Harness $h;
-
-	public static function setUpBeforeClass(): void {
-		self::$sidecar = FakeSidecar::start(self::SECRET);
-	}
-
-	public static function tearDownAfterClass(): void {
-		self::$sidecar->stop();
-	}
-
+class HomeConversationTest extends HarnessTestCase {
 	protected function setUp(): void {
-		self::$sidecar->reset();
-		$this->h = new Harness(self::$sidecar->url, self::SECRET);
+		parent::setUp();
 		$this->h->clock->now = time();
 		$this->h->directory->addUser('alice', 'Alice', null, ['family']);
 		$this->h->directory->addUser('bob', 'Bob', null, ['guests']);
 		$this->h->directory->addUser('istota', 'Istota');
 		self::$sidecar->control(['access_groups' => ['family']]);
-	}
-
-	protected function tearDown(): void {
-		$this->h->close();
 	}
 
 	/** @return list<string> tokens where the Istota bot is enabled */

@@ -11,35 +11,17 @@ namespace OCA\Istota\Tests\Unit\Service;
 
 use OCA\Istota\Tests\Support\FakeSidecar;
 use OCA\Istota\Tests\Support\Harness;
-use PHPUnit\Framework\TestCase;
+use OCA\Istota\Tests\Support\HarnessTestCase;
 
 /** Who may use the bot, as the sidecar says, cached per request and for 60 s. */
-class SessionServiceTest extends TestCase {
-	private const SECRET = 'session-test-shared-secret-0123456789-abcdefghij';
-
-	private static FakeSidecar $sidecar;
-	private Harness $h;
-
-	public static function setUpBeforeClass(): void {
-		self::$sidecar = FakeSidecar::start(self::SECRET);
-	}
-
-	public static function tearDownAfterClass(): void {
-		self::$sidecar->stop();
-	}
-
+class SessionServiceTest extends HarnessTestCase {
 	protected function setUp(): void {
-		self::$sidecar->reset();
-		$this->h = new Harness(self::$sidecar->url, self::SECRET);
+		parent::setUp();
 		// Real time: the clock also signs the requests, and the sidecar refuses stale ones.
 		$this->h->clock->now = time();
 		$this->h->directory->addUser('alice', 'Alice');
 		$this->h->directory->addUser('bob', 'Bob', null, ['staff']);
 		$this->h->directory->addUser('root', 'Root', null, ['admin']);
-	}
-
-	protected function tearDown(): void {
-		$this->h->close();
 	}
 
 	private function sessionCalls(): int {

@@ -16,36 +16,14 @@ use OCA\Istota\Service\RequestSigner;
 use OCA\Istota\Service\SidecarClient;
 use OCA\Istota\Tests\Support\FakeSidecar;
 use OCA\Istota\Tests\Support\Harness;
+use OCA\Istota\Tests\Support\HarnessTestCase;
 use OCA\Istota\Tests\Support\StreamClientService;
-use PHPUnit\Framework\TestCase;
 
 /**
  * SidecarClient against a real HTTP server (the fake sidecar) that verifies signatures as
  * the protocol says.
  */
-class SidecarClientTest extends TestCase {
-	private const SECRET = 'client-test-shared-secret-0123456789-abcdefghijkl';
-
-	private static FakeSidecar $sidecar;
-	private Harness $h;
-
-	public static function setUpBeforeClass(): void {
-		self::$sidecar = FakeSidecar::start(self::SECRET);
-	}
-
-	public static function tearDownAfterClass(): void {
-		self::$sidecar->stop();
-	}
-
-	protected function setUp(): void {
-		self::$sidecar->reset();
-		$this->h = new Harness(self::$sidecar->url, self::SECRET);
-	}
-
-	protected function tearDown(): void {
-		$this->h->close();
-	}
-
+class SidecarClientTest extends HarnessTestCase {
 	public function testHealthIsUnsigned(): void {
 		$health = $this->h->client->health();
 		$this->assertSame(['status' => 'ok', 'version' => 'fake-1.2.3', 'schema' => 1], $health);

@@ -10,26 +10,14 @@ declare(strict_types=1);
 namespace OCA\Istota\Tests\Unit\SetupCheck;
 
 use OCA\Istota\Tests\Support\FakeSidecar;
+use OCA\Istota\Tests\Support\FakeSidecarTestCase;
 use OCA\Istota\Tests\Support\Harness;
 use OCP\SetupCheck\SetupResult;
-use PHPUnit\Framework\TestCase;
 
 /** The admin overview's check against a real (fake) sidecar in every state that matters. */
-class SidecarSetupCheckTest extends TestCase {
-	private const SECRET = 'setup-check-test-shared-secret-0123456789-abcdefg';
-
-	private static FakeSidecar $sidecar;
-
-	public static function setUpBeforeClass(): void {
-		self::$sidecar = FakeSidecar::start(self::SECRET);
-	}
-
-	public static function tearDownAfterClass(): void {
-		self::$sidecar->stop();
-	}
-
+class SidecarSetupCheckTest extends FakeSidecarTestCase {
 	protected function setUp(): void {
-		self::$sidecar->reset();
+		parent::setUp();
 		self::$sidecar->control(['version' => Harness::APP_VERSION]);
 	}
 
