@@ -943,12 +943,6 @@ static pid_t start(const struct options *o, const char *prog, const sigset_t *ma
 	}
 	pid_t pid = fork();
 	if (pid == 0) {
-		/* A signal the init forwards reaches the command with its default action even
-		 * where the init's own parent left it ignored (nohup): an ignored disposition
-		 * survives execve, and a shell cannot trap what it was started ignoring. The Go
-		 * init gets the same through signal.Notify, whose handlers execve resets. */
-		for (size_t i = 0; i < sizeof(forwarded_signals) / sizeof(forwarded_signals[0]); i++)
-			signal(forwarded_signals[i], SIG_DFL);
 		sigprocmask(SIG_SETMASK, mask, NULL);
 		if (set_limits(o))
 			execve(prog, o->argv, environ);
@@ -1037,6 +1031,14 @@ int main(int argc, char **argv)
 	for (size_t i = 0; i < sizeof(forwarded_signals) / sizeof(forwarded_signals[0]); i++)
 		sigaddset(&sigs, forwarded_signals[i]);
 	sigaddset(&sigs, SIGCHLD);
+	/* Their default action, whatever the init's parent left (nohup ignores SIGHUP): the
+	 * command inherits it, since an ignored disposition survives fork and execve and a
+	 * shell cannot trap what it was started ignoring; and an ignored SIGCHLD would reap
+	 * the command before the init could read its status. The Go init gets the same from
+	 * the runtime's handlers, which execve resets. */
+	for (int sig = 1; sig < NSIG; sig++)
+		if (sigismember(&sigs, sig) == 1)
+			signal(sig, SIG_DFL);
 	sigprocmask(SIG_BLOCK, &sigs, &old);
 	int sfd = signalfd(-1, &sigs, SFD_NONBLOCK | SFD_CLOEXEC);
 	if (sfd < 0) {
