@@ -61,16 +61,24 @@ func BenchmarkSandboxOverhead(b *testing.B) {
 	spec.Services = []Service{{Name: "proxy", Port: 3128, Serve: idle}, {Name: "skills", Serve: idle}}
 	ctx := context.Background()
 
-	bare := func() error { return exec.Command("/bin/true").Run() }
-	bwrapWith := func(opts ...string) func() error {
-		return func() error {
+	// Each run returns the time it measured: all of it, but for noInit below.
+	timed := func(f func() error) func() (time.Duration, error) {
+		return func() (time.Duration, error) {
+			start := time.Now()
+			err := f()
+			return time.Since(start), err
+		}
+	}
+	bare := timed(func() error { return exec.Command("/bin/true").Run() })
+	bwrapWith := func(opts ...string) func() (time.Duration, error) {
+		return timed(func() error {
 			r := withInit
 			cmd := exec.Command(r.cfg.BwrapPath, append(opts, "/bin/true")...)
 			if r.switchTo {
 				cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: r.uid, Gid: r.gid, Groups: []uint32{}}}
 			}
 			return cmd.Run()
-		}
+		})
 	}
 	bwrapAlone := bwrapWith("--ro-bind", "/", "/", "--unshare-all", "--die-with-parent")
 	// bwrap's least: no namespace but the user one an unprivileged bwrap always makes,
@@ -81,12 +89,12 @@ func BenchmarkSandboxOverhead(b *testing.B) {
 	// /bin/true and their exits) and Close (services stopped, task folder removed).
 	var phases [3][]time.Duration
 	recording := false
-	sandboxed := func(r *Runner, spec Spec, split bool) func() error {
-		return func() error {
+	sandboxed := func(r *Runner, spec Spec, split bool) func() (time.Duration, error) {
+		return func() (time.Duration, error) {
 			t0 := time.Now()
 			rn, err := r.Prepare(ctx, spec)
 			if err != nil {
-				return err
+				return 0, err
 			}
 			var stderr strings.Builder
 			rn.Cmd.Stderr = &stderr
@@ -102,9 +110,9 @@ func BenchmarkSandboxOverhead(b *testing.B) {
 				}
 			}
 			if err != nil {
-				return fmt.Errorf("%w (stderr %q)", err, stderr.String())
+				return 0, fmt.Errorf("%w (stderr %q)", err, stderr.String())
 			}
-			return nil
+			return time.Since(t0), nil
 		}
 	}
 	plain := spec // no gateway, no service sockets: what every sandbox pays
@@ -112,35 +120,27 @@ func BenchmarkSandboxOverhead(b *testing.B) {
 	// noInit is bwrap with every option the plain sandbox gets (mounts, /etc files,
 	// seccomp, environment) running /bin/true itself, without the init: the process part
 	// of the plain sandbox less what the init costs. Only the process is timed.
-	var noInitTook []time.Duration
-	noInit := func() error {
+	noInit := func() (time.Duration, error) {
 		rn, err := withInit.Prepare(ctx, plain)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		defer rn.Close()
 		end := slices.Index(rn.Cmd.Args, "--") // bwrap's own options end here, the init's start
 		rn.Cmd.Args = append(rn.Cmd.Args[:end+1:end+1], "/bin/true")
-		start := time.Now()
-		if err := rn.Cmd.Run(); err != nil {
-			return err
-		}
-		if recording {
-			noInitTook = append(noInitTook, time.Since(start))
-		}
-		return nil
+		return timed(rn.Cmd.Run)()
 	}
 	names := []string{"bare", "bwrap", "sandboxed-istota", "sandboxed", "sandboxed-plain", "bwrap-options", "bwrap-least"}
-	runs := []func() error{bare, bwrapAlone, sandboxed(withIstota, spec, false), sandboxed(withInit, spec, true), sandboxed(withInit, plain, false), noInit, bwrapLeast}
+	runs := []func() (time.Duration, error){bare, bwrapAlone, sandboxed(withIstota, spec, false), sandboxed(withInit, spec, true), sandboxed(withInit, plain, false), noInit, bwrapLeast}
 	took := make([][]time.Duration, len(runs))
 	round := func() {
 		for i, f := range runs {
-			start := time.Now()
-			if err := f(); err != nil {
+			d, err := f()
+			if err != nil {
 				b.Fatalf("%s: %v", names[i], err)
 			}
 			if recording {
-				took[i] = append(took[i], time.Since(start))
+				took[i] = append(took[i], d)
 			}
 		}
 	}
@@ -155,7 +155,6 @@ func BenchmarkSandboxOverhead(b *testing.B) {
 		for i := range phases {
 			phases[i] = phases[i][:0]
 		}
-		noInitTook = noInitTook[:0]
 		for range overheadRounds {
 			round()
 		}
@@ -189,7 +188,7 @@ func BenchmarkSandboxOverhead(b *testing.B) {
 		fmt.Sprintf("Prepare %.1f ms, bwrap + init + /bin/true %.1f ms, Close %.1f ms; without the gateway and service sockets %.1f ms in all (%.1f with); "+
 			"the process without the init (bwrap with the sandbox's options running /bin/true) %.1f ms, bwrap alone %.1f ms",
 			ms(percentile(phases[0], 50)), ms(percentile(phases[1], 50)), ms(percentile(phases[2], 50)), ms(med[4]), ms(med[now]),
-			ms(percentile(noInitTook, 50)), ms(med[1])), "", nil)
+			ms(med[5]), ms(med[1])), "", nil)
 	benchfig.Report(b, "sandbox: bwrap's least (--ro-bind / /, the user namespace only) over bare (median)",
 		fmt.Sprintf("+%.1f ms; with the namespaces the sandbox needs (bwrap alone) +%.1f ms", ms(med[6]-med[0]), ms(floor)), "", nil)
 	benchfig.Report(b, fmt.Sprintf("sandbox: /bin/true bare / bwrap alone / sandboxed, istota as init / sandboxed, istota-init; median (p90) of %d interleaved", overheadRounds),
