@@ -61,23 +61,28 @@ func BenchmarkSandboxOverhead(b *testing.B) {
 	spec.Services = []Service{{Name: "proxy", Port: 3128, Serve: idle}, {Name: "skills", Serve: idle}}
 	ctx := context.Background()
 
-	// Each run returns the time it measured: all of it, but for noInit below.
-	timed := func(f func() error) func() (time.Duration, error) {
-		return func() (time.Duration, error) {
+	// Each run returns the time it measured (all of it, but for noInit below) and the
+	// minor page faults of the process it started, with every descendant that process
+	// waited for: bwrap waits for the sandbox's pid 1, the init for the command.
+	timed := func(f func() (*exec.Cmd, error)) func() (sample, error) {
+		return func() (sample, error) {
 			start := time.Now()
-			err := f()
-			return time.Since(start), err
+			cmd, err := f()
+			return sample{time.Since(start), minorFaults(cmd)}, err
 		}
 	}
-	bare := timed(func() error { return exec.Command("/bin/true").Run() })
-	bwrapWith := func(opts ...string) func() (time.Duration, error) {
-		return timed(func() error {
+	bare := timed(func() (*exec.Cmd, error) {
+		cmd := exec.Command("/bin/true")
+		return cmd, cmd.Run()
+	})
+	bwrapWith := func(opts ...string) func() (sample, error) {
+		return timed(func() (*exec.Cmd, error) {
 			r := withInit
 			cmd := exec.Command(r.cfg.BwrapPath, append(opts, "/bin/true")...)
 			if r.switchTo {
 				cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: r.uid, Gid: r.gid, Groups: []uint32{}}}
 			}
-			return cmd.Run()
+			return cmd, cmd.Run()
 		})
 	}
 	bwrapAlone := bwrapWith("--ro-bind", "/", "/", "--unshare-all", "--die-with-parent")
@@ -89,12 +94,12 @@ func BenchmarkSandboxOverhead(b *testing.B) {
 	// /bin/true and their exits) and Close (services stopped, task folder removed).
 	var phases [3][]time.Duration
 	recording := false
-	sandboxed := func(r *Runner, spec Spec, split bool) func() (time.Duration, error) {
-		return func() (time.Duration, error) {
+	sandboxed := func(r *Runner, spec Spec, split bool) func() (sample, error) {
+		return func() (sample, error) {
 			t0 := time.Now()
 			rn, err := r.Prepare(ctx, spec)
 			if err != nil {
-				return 0, err
+				return sample{}, err
 			}
 			var stderr strings.Builder
 			rn.Cmd.Stderr = &stderr
@@ -110,9 +115,9 @@ func BenchmarkSandboxOverhead(b *testing.B) {
 				}
 			}
 			if err != nil {
-				return 0, fmt.Errorf("%w (stderr %q)", err, stderr.String())
+				return sample{}, fmt.Errorf("%w (stderr %q)", err, stderr.String())
 			}
-			return time.Since(t0), nil
+			return sample{time.Since(t0), minorFaults(rn.Cmd)}, nil
 		}
 	}
 	plain := spec // no gateway, no service sockets: what every sandbox pays
@@ -120,28 +125,38 @@ func BenchmarkSandboxOverhead(b *testing.B) {
 	// noInit is bwrap with every option the plain sandbox gets (mounts, /etc files,
 	// seccomp, environment) running /bin/true itself, without the init: the process part
 	// of the plain sandbox less what the init costs. Only the process is timed.
-	noInit := func() (time.Duration, error) {
+	noInit := func() (sample, error) {
 		rn, err := withInit.Prepare(ctx, plain)
 		if err != nil {
-			return 0, err
+			return sample{}, err
 		}
 		defer rn.Close()
 		end := slices.Index(rn.Cmd.Args, "--") // bwrap's own options end here, the init's start
 		rn.Cmd.Args = append(rn.Cmd.Args[:end+1:end+1], "/bin/true")
-		return timed(rn.Cmd.Run)()
+		return timed(func() (*exec.Cmd, error) { return rn.Cmd, rn.Cmd.Run() })()
 	}
 	names := []string{"bare", "bwrap", "sandboxed-istota", "sandboxed", "sandboxed-plain", "bwrap-options", "bwrap-least"}
-	runs := []func() (time.Duration, error){bare, bwrapAlone, sandboxed(withIstota, spec, false), sandboxed(withInit, spec, true), sandboxed(withInit, plain, false), noInit, bwrapLeast}
+	runs := []func() (sample, error){bare, bwrapAlone, sandboxed(withIstota, spec, false), sandboxed(withInit, spec, true), sandboxed(withInit, plain, false), noInit, bwrapLeast}
 	took := make([][]time.Duration, len(runs))
+	faults := make([][]int64, len(runs))
+	var costs []time.Duration // one page fault, measured once a round
 	round := func() {
 		for i, f := range runs {
-			d, err := f()
+			s, err := f()
 			if err != nil {
 				b.Fatalf("%s: %v", names[i], err)
 			}
 			if recording {
-				took[i] = append(took[i], d)
+				took[i] = append(took[i], s.took)
+				faults[i] = append(faults[i], s.faults)
 			}
+		}
+		c, err := faultCost()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if recording {
+			costs = append(costs, c)
 		}
 	}
 	for range 10 {
@@ -150,8 +165,9 @@ func BenchmarkSandboxOverhead(b *testing.B) {
 	recording = true
 	for b.Loop() {
 		for i := range took {
-			took[i] = took[i][:0]
+			took[i], faults[i] = took[i][:0], faults[i][:0]
 		}
+		costs = costs[:0]
 		for i := range phases {
 			phases[i] = phases[i][:0]
 		}
@@ -191,6 +207,21 @@ func BenchmarkSandboxOverhead(b *testing.B) {
 			ms(med[5]), ms(med[1])), "", nil)
 	benchfig.Report(b, "sandbox: bwrap's least (--ro-bind / /, the user namespace only) over bare (median)",
 		fmt.Sprintf("+%.1f ms; with the namespaces the sandbox needs (bwrap alone) +%.1f ms", ms(med[6]-med[0]), ms(floor)), "", nil)
+	// Page faults do not depend on the machine's speed; what one costs does. Their product
+	// says how much of a start is the machine's price of touching memory.
+	flt := make([]int64, len(runs))
+	for i := range faults {
+		slices.Sort(faults[i])
+		flt[i] = faults[i][len(faults[i])/2]
+		b.ReportMetric(float64(flt[i]), names[i]+"-faults")
+	}
+	cost := percentile(costs, 50)
+	b.ReportMetric(float64(cost)/float64(time.Microsecond), "fault-us")
+	benchfig.Report(b, "sandbox: minor page faults per /bin/true, bare / bwrap alone / sandboxed, istota as init / sandboxed, istota-init (median)",
+		fmt.Sprintf("%d / %d / %d / %d; sandboxed − bare = %d faults", flt[0], flt[1], flt[old], flt[now], flt[now]-flt[0]), "", nil)
+	benchfig.Report(b, "sandbox: one minor page fault on this machine (median, fresh anonymous page)",
+		fmt.Sprintf("%.2f µs; the %d faults sandboxed − bare cost ≈ %.1f ms of the +%.1f ms at that price",
+			float64(cost)/float64(time.Microsecond), flt[now]-flt[0], ms(time.Duration(flt[now]-flt[0])*cost), ms(delta)), "", nil)
 	benchfig.Report(b, fmt.Sprintf("sandbox: /bin/true bare / bwrap alone / sandboxed, istota as init / sandboxed, istota-init; median (p90) of %d interleaved", overheadRounds),
 		fmt.Sprintf("%.2f (%.2f) / %.1f (%.1f) / %.1f (%.1f) / %.1f (%.1f) ms", ms(med[0]), ms(p90[0]), ms(med[1]), ms(p90[1]),
 			ms(med[old]), ms(p90[old]), ms(med[now]), ms(p90[now])), "", nil)
@@ -329,3 +360,46 @@ func percentile(d []time.Duration, p int) time.Duration {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// sample is one timed run: its wall time and the minor page faults of its process tree.
+type sample struct {
+	took   time.Duration
+	faults int64
+}
+
+// minorFaults is the minor page faults of cmd's process and of the descendants it waited
+// for (getrusage's accounting at wait), or 0 before cmd ran.
+func minorFaults(cmd *exec.Cmd) int64 {
+	if cmd == nil || cmd.ProcessState == nil {
+		return 0
+	}
+	ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+	if !ok {
+		return 0
+	}
+	return ru.Minflt
+}
+
+// faultPages is how many fresh anonymous pages faultCost touches per measurement.
+const faultPages = 256
+
+// faultCost is what one minor page fault costs on this machine: the time to touch
+// faultPages fresh anonymous pages once each, divided by their number. It is the unit of
+// every process start (an exec maps and touches a few hundred pages); on a VM whose page
+// faults trap to the hypervisor it is tens of times what it is on bare hardware.
+func faultCost() (time.Duration, error) {
+	size := faultPages * os.Getpagesize()
+	mem, err := syscall.Mmap(-1, 0, size, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON)
+	if err != nil {
+		return 0, fmt.Errorf("map %d bytes: %w", size, err)
+	}
+	start := time.Now()
+	for i := 0; i < size; i += os.Getpagesize() {
+		mem[i] = 1
+	}
+	took := time.Since(start)
+	if err := syscall.Munmap(mem); err != nil {
+		return 0, err
+	}
+	return took / faultPages, nil
+}

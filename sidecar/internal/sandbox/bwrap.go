@@ -44,15 +44,19 @@ func (b *bwrapArgs) data() []byte {
 	return []byte(sb.String())
 }
 
-// etcFiles are the host files under /etc a sandboxed program may need: name service
-// switch, dynamic linker cache, time zone, TLS roots and Debian's alternatives (many
-// /usr/bin entries are symlinks into /etc/alternatives). passwd, group and hosts are
-// generated instead (syntheticEtc) so the host's accounts and host names stay out.
+// etcFiles are the host files under /etc a sandboxed program may need at run time: name
+// service switch, dynamic linker cache, time zone, TLS roots and their OpenSSL
+// configuration (Debian's /etc/ssl; /etc/pki and /etc/crypto-policies on Red Hat's
+// family), Debian's alternatives (many /usr/bin entries are symlinks into
+// /etc/alternatives) and the system's identity. passwd, group and hosts are generated
+// instead (syntheticEtc) so the host's accounts and host names stay out. What only an
+// admin's tool reads (ldconfig's /etc/ld.so.conf*, update-ca-certificates'
+// /etc/ca-certificates*) stays out too: each entry is one more mount in every sandbox's
+// start (BenchmarkSandboxOverhead).
 var etcFiles = []string{
 	"/etc/resolv.conf", "/etc/nsswitch.conf", "/etc/host.conf", "/etc/gai.conf",
-	"/etc/localtime", "/etc/timezone",
-	"/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d",
-	"/etc/ssl", "/etc/ca-certificates", "/etc/ca-certificates.conf", "/etc/pki", "/etc/crypto-policies",
+	"/etc/localtime", "/etc/timezone", "/etc/ld.so.cache",
+	"/etc/ssl", "/etc/pki", "/etc/crypto-policies",
 	"/etc/alternatives", "/etc/mime.types", "/etc/protocols", "/etc/services",
 	"/etc/os-release", "/etc/debian_version",
 }

@@ -901,14 +901,24 @@ func (r *Runner) prepareSandbox(ctx context.Context, spec *Spec, run *Run) error
 			return err
 		}
 		run.gw = gw
-		if err := r.addService(svcCtx, b, run, llmServiceName, LLMPort, run.gw.serve, &forwards); err != nil {
+		if err := r.addService(svcCtx, run, llmServiceName, LLMPort, run.gw.serve, &forwards); err != nil {
 			return err
 		}
 	}
 	for _, s := range spec.Services {
-		if err := r.addService(svcCtx, b, run, s.Name, s.Port, s.Serve, &forwards); err != nil {
+		if err := r.addService(svcCtx, run, s.Name, s.Port, s.Serve, &forwards); err != nil {
 			return err
 		}
+	}
+	if len(run.sockets) > 0 {
+		// The task directory holds this task's sockets and nothing else by now, so it
+		// is bound once, read-only, rather than a mount per socket (every mount is part
+		// of each sandbox's start; connecting needs no write access to the mount).
+		f, err := openNoSymlink(run.taskDir, true)
+		if err != nil {
+			return fmt.Errorf("task directory: %w", err)
+		}
+		b.add("--ro-bind-fd", keep(f), SocketMountDir)
 	}
 
 	b.add("--remount-ro", "/")
@@ -999,21 +1009,15 @@ func (r *Runner) InitInUse() string {
 	return r.cfg.SelfPath + " " + InitCommand + " (the istota binary itself: each task starts tens of milliseconds slower than with " + InitFile + ")"
 }
 
-// addService creates the socket for one service, binds it into the sandbox, starts it
-// and records the init's forward for its port.
-func (r *Runner) addService(ctx context.Context, b *bwrapArgs, run *Run, name string, port int, serve func(context.Context, net.Listener) error, forwards *[]string) error {
-	ln, p, err := r.listenSocket(run, name)
+// addService creates the socket for one service in the task directory (which
+// prepareSandbox binds at SocketMountDir), starts it and records the init's forward for
+// its port.
+func (r *Runner) addService(ctx context.Context, run *Run, name string, port int, serve func(context.Context, net.Listener) error, forwards *[]string) error {
+	ln, _, err := r.listenSocket(run, name)
 	if err != nil {
 		return err
 	}
-	f, err := openNoSymlink(p, false)
-	if err != nil {
-		ln.Close()
-		return fmt.Errorf("%s socket: %w", name, err)
-	}
-	run.files = append(run.files, f)
 	inside := path.Join(SocketMountDir, name+".sock")
-	b.add("--ro-bind-fd", b.fd(f), inside)
 	run.socketIn[name] = inside
 	if port != 0 {
 		*forwards = append(*forwards, strconv.Itoa(port)+"="+inside)

@@ -476,6 +476,23 @@ func TestFilesystemIsolation(t *testing.T) {
 				t.Errorf("unexpected entry %q in the sandbox's /home, /run or /", g)
 			}
 		}
+
+		// /etc holds the generated passwd, group and hosts and the allowlisted host
+		// entries that exist here, nothing else of the host's /etc.
+		res = sh(t, r, alice, `ls -A /etc`)
+		mustSucceed(t, res)
+		wantEtc := []string{"group", "hosts", "passwd"}
+		for _, f := range etcFiles {
+			if _, err := os.Lstat(f); err == nil {
+				wantEtc = append(wantEtc, filepath.Base(f))
+			}
+		}
+		slices.Sort(wantEtc)
+		gotEtc := strings.Fields(res.stdout)
+		slices.Sort(gotEtc)
+		if !slices.Equal(gotEtc, wantEtc) {
+			t.Errorf("the sandbox's /etc holds %v, want %v", gotEtc, wantEtc)
+		}
 	})
 
 	t.Run("writes outside the allowed paths fail", func(t *testing.T) {
@@ -813,6 +830,15 @@ func TestServices(t *testing.T) {
 						t.Fatalf("got %q (stderr %q)", res.stdout, res.stderr)
 					}
 				})
+			}
+			// The task's socket directory is there read-only, with its sockets only: the
+			// agent can neither remove nor replace one, nor leave a file for the host.
+			s := spec
+			s.Argv = []string{"/bin/sh", "-c", `ls -A /run/istota; rm -f /run/istota/proxy.sock && echo removed; ` +
+				`touch /run/istota/x && echo created; mv /run/istota/cred.sock /run/istota/c && echo moved; test -S /run/istota/proxy.sock && echo intact`}
+			res := run(t, r, s)
+			if res.stdout != "cred.sock\nproxy.sock\nintact\n" {
+				t.Errorf("inside /run/istota: %q (stderr %q)", res.stdout, res.stderr)
 			}
 			entries, _ := os.ReadDir(r.cfg.SocketDir)
 			if len(entries) != 0 {
