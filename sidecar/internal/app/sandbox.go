@@ -10,6 +10,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -90,8 +91,8 @@ func newSandboxLaunchers(ctx context.Context, cfg config.Config, willRun bool, l
 
 // sandboxConfig derives the sandbox runner's configuration: istota-init beside this
 // binary as the in-sandbox init (this binary itself when there is none), per-task
-// sockets under the data directory, the configured limits, and — when istota runs as
-// root — the unprivileged account agents run as.
+// sockets in the runtime directory (socketDir), the configured limits, and — when
+// istota runs as root — the unprivileged account agents run as.
 func sandboxConfig(cfg config.Config) (sandbox.Config, error) {
 	exe, err := os.Executable()
 	if err != nil {
@@ -111,7 +112,7 @@ func sandboxConfig(cfg config.Config) (sandbox.Config, error) {
 		BwrapPath:   cfg.Sandbox.BwrapPath,
 		SelfPath:    self,
 		InitPath:    findInit(self),
-		SocketDir:   filepath.Join(dataDir, "run"),
+		SocketDir:   socketDir(dataDir, os.Getenv("RUNTIME_DIRECTORY")),
 		Unsandboxed: cfg.Sandbox.Unsandboxed,
 		Limits: sandbox.Limits{
 			AddressSpace: uint64(cfg.Sandbox.MemoryMB) << 20,
@@ -376,4 +377,17 @@ func (l *sandboxLaunchers) gateway() *sandbox.LLMUpstream {
 		up.Header = sandbox.HeaderOAuth
 	}
 	return up
+}
+
+// socketDir is where the sandbox runner keeps each task's sockets: in the runtime
+// directory systemd gives the unit (RuntimeDirectory=, a tmpfs emptied at boot, passed as
+// $RUNTIME_DIRECTORY, colon-separated when there are several), else in the data
+// directory. A task creates and removes its folder and sockets there, which on a tmpfs
+// costs a fraction of what it costs on disk (BenchmarkSandboxOverhead).
+func socketDir(dataDir, runtimeDirs string) string {
+	first, _, _ := strings.Cut(runtimeDirs, ":")
+	if filepath.IsAbs(first) {
+		return filepath.Join(first, "sandbox")
+	}
+	return filepath.Join(dataDir, "run")
 }

@@ -42,6 +42,11 @@ func BenchmarkSandboxOverhead(b *testing.B) {
 	e := newTestEnv(b)
 	e.cfg.SelfPath = shippedBinary(b, e.base)
 	e.cfg.Limits = defaultLimits()
+	// Installed from the unit, the sidecar keeps the task sockets in /run/istota, a tmpfs
+	// (app.socketDir); so does the bench where it finds one.
+	if dir := tmpfsDir(b); dir != "" {
+		e.cfg.SocketDir = filepath.Join(dir, "sockets")
+	}
 	runner := func(initPath string) *Runner {
 		cfg := e.cfg
 		cfg.InitPath = initPath
@@ -402,4 +407,23 @@ func faultCost() (time.Duration, error) {
 		return 0, err
 	}
 	return took / faultPages, nil
+}
+
+// tmpfsDir returns a new directory on /dev/shm, traversable by the agent uid and removed
+// after the benchmark, or "" when /dev/shm is not a tmpfs here.
+func tmpfsDir(b *testing.B) string {
+	const tmpfsMagic = 0x01021994
+	var st syscall.Statfs_t
+	if err := syscall.Statfs("/dev/shm", &st); err != nil || st.Type != tmpfsMagic {
+		return ""
+	}
+	dir, err := os.MkdirTemp("/dev/shm", "istota-bench-")
+	if err != nil {
+		return ""
+	}
+	b.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o711); err != nil {
+		b.Fatal(err)
+	}
+	return dir
 }
