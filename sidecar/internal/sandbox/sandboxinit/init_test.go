@@ -12,6 +12,7 @@ package sandboxinit
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"debug/elf"
 	"encoding/hex"
@@ -21,6 +22,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -40,6 +42,10 @@ var testSelf = Self{Name: "istota-init", Args: []string{"sandboxinit-test"}}
 // helperCommand makes the test binary a client of the init's bridge (runHelper).
 const helperCommand = "sandboxinit-helper"
 
+// ignoreChildCommand makes the test binary set SIGCHLD to ignored and execute the rest of
+// its arguments, which start with ignored SIGCHLD: no shell can set that up.
+const ignoreChildCommand = "sandboxinit-ignore-sigchld"
+
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 {
 		switch os.Args[1] {
@@ -47,6 +53,11 @@ func TestMain(m *testing.M) {
 			os.Exit(Run(testSelf, os.Args[2:], os.Stdin, os.Stdout, os.Stderr))
 		case helperCommand:
 			os.Exit(runHelper(os.Args[2:]))
+		case ignoreChildCommand:
+			signal.Ignore(syscall.SIGCHLD)
+			err := syscall.Exec(os.Args[2], os.Args[2:], os.Environ())
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(125)
 		}
 	}
 	code := m.Run()
@@ -342,6 +353,39 @@ func testSignalForwarded(t *testing.T, sig syscall.Signal, ignored bool) {
 		}
 		return res
 	})
+}
+
+// TestIgnoredSIGCHLD starts the init with SIGCHLD ignored, which makes the kernel reap
+// children by itself: the init must still see its command end and pass on its status,
+// so it puts SIGCHLD back to its default before starting the command.
+func TestIgnoredSIGCHLD(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := same(t, func(t *testing.T, im impl) result {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		args := append([]string{ignoreChildCommand, im.path}, im.args...)
+		cmd := exec.CommandContext(ctx, exe, append(args, "--", "/bin/sh", "-c", `echo started; exit 7`)...)
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		err := cmd.Run()
+		res := result{stdout: out.String(), stderr: errb.String()}
+		if ctx.Err() != nil {
+			t.Fatalf("the %s init, started with SIGCHLD ignored, did not end after its command (stdout %q)", im.name, res.stdout)
+		}
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			res.code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	})
+	if res.code != 7 || res.stdout != "started\n" {
+		t.Fatalf("%s, want exit 7 after started", res)
+	}
 }
 
 func sigName(s syscall.Signal) string {
