@@ -24,6 +24,7 @@ apt_packages=(
   # packaging (make appstore / test-appstore): static arm64 cross build, binary checks,
   # signing, signature.json checked with the phpseclib Nextcloud uses, proxy snippets
   gcc-aarch64-linux-gnu libc6-dev-arm64-cross file openssl php-phpseclib
+  qemu-user-static    # runs the arm64 binaries in test-appstore (user-mode emulation)
   nginx-light apache2-bin
 )
 missing=()

@@ -37,6 +37,11 @@ func testLoad(t *testing.T, e *env) {
 
 // askTimed posts a question and returns the time to its answer and the agent's run.
 func (e *env) askTimed(t *testing.T, user, token, marker string) (total, agent time.Duration) {
+	return e.askTimedWithin(t, user, token, marker, 3*time.Minute)
+}
+
+// askTimedWithin is askTimed waiting up to patience for the answer.
+func (e *env) askTimedWithin(t *testing.T, user, token, marker string, patience time.Duration) (total, agent time.Duration) {
 	t.Helper()
 	e.script(marker, fakeapi.Reply("Answer "+marker))
 	start := time.Now()
@@ -45,8 +50,8 @@ func (e *env) askTimed(t *testing.T, user, token, marker string) (total, agent t
 		if _, ok := replyTo(e.nc.messages(t, user, token), id); ok {
 			break
 		}
-		if time.Since(start) > 3*time.Minute {
-			t.Fatalf("no answer to %s\n%s", marker, tail(e.sc.logs(), 40))
+		if time.Since(start) > patience {
+			t.Fatalf("no answer to %s after %s\n%s", marker, patience, tail(e.sc.logs(), 40))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -87,7 +92,10 @@ func loadManyFiles(t *testing.T, e *env) {
 	token := e.nc.noteToSelf(t, user)
 	e.nc.enableBot(t, user, token)
 	start := time.Now()
-	e.askTimed(t, user, token, "[many-0]")
+	// The files were in Nextcloud before the user's first task, so that task waits for
+	// all of them (f34c7f7); their download is the figure below, not an answer's.
+	first, _ := e.askTimedWithin(t, user, token, "[many-0]", 20*time.Minute)
+	e.bench.add("10,000 files: first answer (every file downloaded before it)", fmtDur(first), "", nil)
 	// After the first answer the mirror is filled (every note downloaded once).
 	id := e.taskID(t, "[many-0]")
 	waitUntil(t, "the first sync of 10,000 files", 20*time.Minute, func() bool {
