@@ -129,12 +129,14 @@ func queryTerms(text string) []string {
 // can only ever hold quoted strings: every term is a "string" (the terms hold no quote
 // characters), so FTS5 never sees an operator, a column filter or a bare asterisk from
 // the user. A term of prefixMinRunes or more also matches as a prefix; an exact match
-// then scores for both clauses and ranks above a partial one.
-func termsExpression(terms []string, op string) string {
+// then scores for both clauses and ranks above a partial one. When expands is not nil,
+// only its terms get the prefix clause: for a word no other indexed word begins with,
+// it would match the same chunks again and cost a third of the search.
+func termsExpression(terms []string, op string, expands map[string]bool) string {
 	parts := make([]string, 0, len(terms))
 	for _, t := range terms {
 		q := `"` + strings.ReplaceAll(t, `"`, `""`) + `"`
-		if utf8.RuneCountInString(t) >= prefixMinRunes {
+		if utf8.RuneCountInString(t) >= prefixMinRunes && (expands == nil || expands[t]) {
 			q = "(" + q + " OR " + q + "*)"
 		}
 		parts = append(parts, q)
@@ -259,7 +261,7 @@ func placeholders(n int) string {
 // few). Words in no chunk at all are left out. The namespace is a token in the index
 // itself, so both steps intersect posting lists instead of collecting the user's ids.
 func (m *Memory) lexical(ctx context.Context, q Query, terms []string, n int) ([]candidate, error) {
-	df, total, err := m.docFreq(ctx, terms)
+	df, expands, total, err := m.docFreq(ctx, terms)
 	if err != nil {
 		return nil, fmt.Errorf("memory: keyword search: %w", err)
 	}
@@ -274,7 +276,7 @@ func (m *Memory) lexical(ctx context.Context, q Query, terms []string, n int) ([
 	}
 	var ids []int64
 	if len(present) == len(terms) {
-		if ids, err = m.rankFTS(ctx, q, present, " AND ", n); err != nil {
+		if ids, err = m.rankFTS(ctx, q, present, expands, " AND ", n); err != nil {
 			return nil, err
 		}
 	}
@@ -293,7 +295,7 @@ func (m *Memory) lexical(ctx context.Context, q Query, terms []string, n int) ([
 		if len(selective) == 0 {
 			selective = []string{rarest}
 		}
-		more, err := m.rankFTS(ctx, q, selective, " OR ", n)
+		more, err := m.rankFTS(ctx, q, selective, expands, " OR ", n)
 		if err != nil {
 			return nil, err
 		}
@@ -318,8 +320,8 @@ func (m *Memory) lexical(ctx context.Context, q Query, terms []string, n int) ([
 }
 
 // rankFTS returns the ids of the best n chunks of q's namespaces matching terms (an
-// expression over the content column), best first.
-func (m *Memory) rankFTS(ctx context.Context, q Query, terms []string, op string, n int) ([]int64, error) {
+// expression over the content column; expands as termsExpression takes it), best first.
+func (m *Memory) rankFTS(ctx context.Context, q Query, terms []string, expands map[string]bool, op string, n int) ([]int64, error) {
 	if m.db.Dialect() == store.Postgres {
 		return m.rankTSV(ctx, q, terms, op, n)
 	}
@@ -327,7 +329,7 @@ func (m *Memory) rankFTS(ctx context.Context, q Query, terms []string, op string
 	for i, name := range q.Namespaces {
 		ns[i] = `"` + NamespaceToken(name) + `"`
 	}
-	expr := "ns: (" + strings.Join(ns, " OR ") + ") AND {content}: (" + termsExpression(terms, op) + ")"
+	expr := "ns: (" + strings.Join(ns, " OR ") + ") AND {content}: (" + termsExpression(terms, op, expands) + ")"
 	query := `SELECT rowid FROM memory_fts WHERE memory_fts MATCH ?`
 	args := []any{expr}
 	if q.hasExtraFilters() {
@@ -365,30 +367,36 @@ func (q Query) hasExtraFilters() bool {
 }
 
 // docFreq returns how many chunks hold each term (for a term long enough to match as a
-// prefix, every word it begins counts), and about how many chunks there are.
-func (m *Memory) docFreq(ctx context.Context, terms []string) (map[string]int, int, error) {
+// prefix, every word it begins counts), whether other indexed words begin with each such
+// term (nil on PostgreSQL, whose ranking does not ask), and about how many chunks there
+// are.
+func (m *Memory) docFreq(ctx context.Context, terms []string) (map[string]int, map[string]bool, int, error) {
 	if m.db.Dialect() == store.Postgres {
-		return m.docFreqTSV(ctx, terms)
+		df, total, err := m.docFreqTSV(ctx, terms)
+		return df, nil, total, err
 	}
 	df := make(map[string]int, len(terms))
+	expands := make(map[string]bool, len(terms))
 	for _, t := range terms {
-		var n sql.NullInt64
+		var n, others sql.NullInt64
 		var err error
 		if utf8.RuneCountInString(t) >= prefixMinRunes {
-			err = m.db.Read.QueryRowContext(ctx, `SELECT sum(doc) FROM memory_fts_vocab WHERE term >= ? AND term < ?`, t, t+"\U0010FFFF").Scan(&n)
+			err = m.db.Read.QueryRowContext(ctx, `SELECT sum(doc), sum(term <> ?) FROM memory_fts_vocab WHERE term >= ? AND term < ?`,
+				t, t, t+"\U0010FFFF").Scan(&n, &others)
 		} else {
 			err = m.db.Read.QueryRowContext(ctx, `SELECT sum(doc) FROM memory_fts_vocab WHERE term = ?`, t).Scan(&n)
 		}
 		if err != nil {
-			return nil, 0, err
+			return nil, nil, 0, err
 		}
 		df[t] = int(n.Int64)
+		expands[t] = others.Int64 > 0
 	}
 	var total sql.NullInt64
 	if err := m.db.Read.QueryRowContext(ctx, `SELECT max(id) FROM memory_chunks`).Scan(&total); err != nil {
-		return nil, 0, err
+		return nil, nil, 0, err
 	}
-	return df, int(total.Int64), nil
+	return df, expands, int(total.Int64), nil
 }
 
 // load reads the chunks ids, in the order given; ids that no longer exist are skipped.

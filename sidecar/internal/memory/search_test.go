@@ -231,7 +231,7 @@ func TestTermsExpressionIsOnlyQuotedTerms(t *testing.T) {
 	for _, op := range []string{" AND ", " OR "} {
 		shape := regexp.MustCompile(`^` + term + `(` + op + term + `)*$`)
 		for _, q := range []string{`a" OR x`, `NEAR(a b)`, `col:val`, `x*`, `{a b}: c`, "東京 タワー", `über Straße`, "it's", strings.Repeat("word", 100), `ns: n61`} {
-			expr := termsExpression(queryTerms(q), op)
+			expr := termsExpression(queryTerms(q), op, nil)
 			if !shape.MatchString(expr) {
 				t.Errorf("termsExpression(%q, %q) = %q", q, op, expr)
 			}
@@ -420,6 +420,41 @@ func TestSearchAllWordsFirstThenRareWords(t *testing.T) {
 	// The namespace token cannot be searched for.
 	if hits, err := m.Search(ctx, Query{Namespaces: []string{"user:alice"}, Text: NamespaceToken("user:bob")}); err != nil || len(hits) != 0 {
 		t.Fatalf("the namespace token matched: %q, %v", refs(hits), err)
+	}
+}
+
+// A word matches as a prefix only when other indexed words begin with it: the prefix
+// clause of a word nothing extends would match the same chunks a second time.
+func TestPrefixClauseOnlyWhereWordsExtend(t *testing.T) {
+	ctx := context.Background()
+	m, db, _ := newMemory(t, Options{HalfLife: -1})
+	mustIndex(t, m, Doc{Namespace: "user:alice", Source: SourceMemoryFile, SourceRef: "a", Text: "The deployment of Lisbon's tram app."})
+	mustIndex(t, m, Doc{Namespace: "user:alice", Source: SourceMemoryFile, SourceRef: "b", Text: "We deploy on Friday with Yasmin."})
+	terms := []string{"deploy", "yasmin", "tram", "cat"}
+	df, expands, _, err := m.docFreq(ctx, terms)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if df["deploy"] != 2 || df["yasmin"] != 1 || df["cat"] != 0 {
+		t.Fatalf("docFreq: df %v", df)
+	}
+	sqlite := db.Dialect() != store.Postgres // PostgreSQL ranks with its own query (tsQuery)
+	if sqlite {
+		if !expands["deploy"] || expands["yasmin"] || expands["tram"] {
+			t.Fatalf("docFreq: expands %v", expands)
+		}
+		if got, want := termsExpression(terms, " AND ", expands), `("deploy" OR "deploy"*) AND "yasmin" AND "tram" AND "cat"`; got != want {
+			t.Errorf("termsExpression = %s, want %s", got, want)
+		}
+	}
+	// "tram" gains a longer word: it matches as a prefix from the next search on.
+	mustIndex(t, m, Doc{Namespace: "user:alice", Source: SourceMemoryFile, SourceRef: "c", Text: "Trampoline park on Sunday."})
+	if _, expands, _, _ = m.docFreq(ctx, terms); sqlite && !expands["tram"] {
+		t.Errorf("tram does not expand after trampoline was indexed")
+	}
+	hits, err := m.Search(ctx, Query{Namespaces: []string{"user:alice"}, Text: "tram"})
+	if err != nil || len(hits) != 2 || hits[0].SourceRef != "a" {
+		t.Errorf("tram: %q, %v (want the exact word first, then trampoline)", refs(hits), err)
 	}
 }
 
