@@ -2,9 +2,12 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -37,6 +40,48 @@ func TestOpenMigratesOnceAndUsesWAL(t *testing.T) {
 		t.Fatalf("reopen: %v", err)
 	}
 	db.Close()
+}
+
+// Every connection reads the database through a memory map, and a reader still sees
+// what the writer wrote, before and after a checkpoint moves it from the WAL into the
+// (grown) mapped file.
+func TestConnectionsReadThroughTheMap(t *testing.T) {
+	ctx := context.Background()
+	db, err := Open(ctx, filepath.Join(t.TempDir(), "s.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for name, pool := range map[string]*sql.DB{"writer": db.Write, "reader": db.Read} {
+		var size int64
+		if err := pool.QueryRow("PRAGMA mmap_size").Scan(&size); err != nil || size != mmapSize {
+			t.Fatalf("%s: mmap_size = %d (%v), want %d", name, size, err, int64(mmapSize))
+		}
+	}
+	value := strings.Repeat("v", 3000)
+	count := func() int {
+		var n int
+		if err := db.Read.QueryRow(`SELECT count(*) FROM settings WHERE key LIKE 'm%' AND value = ?`, value).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	for round := 1; round <= 3; round++ {
+		for i := range 500 {
+			if _, err := db.Write.Exec(`INSERT INTO settings (key, value) VALUES (?, ?)`, fmt.Sprintf("m%d-%d", round, i), value); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := count(); got != 500*round {
+			t.Fatalf("round %d, from the WAL: reader sees %d rows, want %d", round, got, 500*round)
+		}
+		if _, err := db.Write.Exec(`PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
+			t.Fatal(err)
+		}
+		if got := count(); got != 500*round {
+			t.Fatalf("round %d, from the file: reader sees %d rows, want %d", round, got, 500*round)
+		}
+	}
 }
 
 func TestOpenRefusesNewerSchema(t *testing.T) {
