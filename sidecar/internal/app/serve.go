@@ -562,7 +562,13 @@ func (s *sidecar) openFiles() (executor.Files, error) {
 		return nil, fmt.Errorf("nextcloud: %w", err)
 	}
 	dataDir := s.cfg.DataDir
+	hostname, _ := os.Hostname()
+	mirror, err := mirrorName(s.db.Dialect(), dataDir, hostname)
+	if err != nil {
+		return nil, fmt.Errorf("workspace: %w", err)
+	}
 	ws, err := workspace.New(s.db, client, workspace.Options{
+		Mirror:        mirror,
 		Mode:          s.cfg.Workspace.Mode,
 		MountPath:     s.cfg.Workspace.MountPath,
 		UserMirror:    func(uid string) string { return executor.UserMirror(dataDir, uid) },
@@ -576,6 +582,24 @@ func (s *sidecar) openFiles() (executor.Files, error) {
 	}
 	s.files, s.botDAV = ws, client
 	return ws, nil
+}
+
+// mirrorName names this host's mirrors of users' files in the database, where each
+// sync records what it agreed with Nextcloud. On SQLite the database is this host's
+// alone and the name is empty. Hosts sharing a PostgreSQL database each keep their own
+// mirrors, so each needs its own name: the host name and a random id kept in the data
+// directory, beside the mirrors (a data directory copied to another machine, or
+// restored on a renamed host, gets a new name there, and its first syncs compare both
+// sides instead of trusting records made for other files).
+func mirrorName(dialect store.Dialect, dataDir, hostname string) (string, error) {
+	if dialect != store.Postgres {
+		return "", nil
+	}
+	id, _, err := loadOrCreateSecret(dataDir, "mirror_id")
+	if err != nil {
+		return "", err
+	}
+	return hostname + "/" + id[:16], nil
 }
 
 // retryPushes keeps trying the pushes that failed (Nextcloud was down) until they land,

@@ -104,14 +104,14 @@ func (w *Workspace) listRemote(ctx context.Context, t tree) ([]webdav.FileInfo, 
 
 // forgetIndex drops a tree's remembered listing (its remote folder is gone).
 func (w *Workspace) forgetIndex(ctx context.Context, key string) error {
-	if _, err := w.db.Write.ExecContext(ctx, `DELETE FROM sync_remote WHERE tree = ?`, key); err != nil {
+	if _, err := w.db.Write.ExecContext(ctx, `DELETE FROM sync_remote WHERE mirror = ? AND tree = ?`, w.opts.Mirror, key); err != nil {
 		return fmt.Errorf("workspace: forget remote listing: %w", err)
 	}
 	return nil
 }
 
 func (w *Workspace) loadIndex(ctx context.Context, key string) (map[string]indexEntry, error) {
-	rows, err := w.db.Read.QueryContext(ctx, `SELECT path, is_dir, etag, size, mtime FROM sync_remote WHERE tree = ?`, key)
+	rows, err := w.db.Read.QueryContext(ctx, `SELECT path, is_dir, etag, size, mtime FROM sync_remote WHERE mirror = ? AND tree = ?`, w.opts.Mirror, key)
 	if err != nil {
 		return nil, fmt.Errorf("workspace: read remote listing: %w", err)
 	}
@@ -139,7 +139,7 @@ func (w *Workspace) saveIndex(ctx context.Context, key string, old, next map[str
 		return fmt.Errorf("workspace: save remote listing: %w", err)
 	}
 	defer tx.Rollback()
-	if err := writeIndexDiff(ctx, tx, key, old, next); err != nil {
+	if err := writeIndexDiff(ctx, tx, w.opts.Mirror, key, old, next); err != nil {
 		return err
 	}
 	if err := tx.Commit(); err != nil {
@@ -148,11 +148,11 @@ func (w *Workspace) saveIndex(ctx context.Context, key string, old, next map[str
 	return nil
 }
 
-func writeIndexDiff(ctx context.Context, tx *sql.Tx, key string, old, next map[string]indexEntry) error {
+func writeIndexDiff(ctx context.Context, tx *sql.Tx, mirror, key string, old, next map[string]indexEntry) error {
 	{
 		for p := range old {
 			if _, ok := next[p]; !ok {
-				if _, err := tx.ExecContext(ctx, `DELETE FROM sync_remote WHERE tree = ? AND path = ?`, key, p); err != nil {
+				if _, err := tx.ExecContext(ctx, `DELETE FROM sync_remote WHERE mirror = ? AND tree = ? AND path = ?`, mirror, key, p); err != nil {
 					return fmt.Errorf("workspace: save remote listing: %w", err)
 				}
 			}
@@ -161,9 +161,9 @@ func writeIndexDiff(ctx context.Context, tx *sql.Tx, key string, old, next map[s
 			if o, ok := old[p]; ok && o == e {
 				continue
 			}
-			if _, err := tx.ExecContext(ctx, `INSERT INTO sync_remote (tree, path, is_dir, etag, size, mtime) VALUES (?, ?, ?, ?, ?, ?)
-				ON CONFLICT (tree, path) DO UPDATE SET is_dir = excluded.is_dir, etag = excluded.etag, size = excluded.size, mtime = excluded.mtime`,
-				key, p, e.isDir, e.etag, e.size, e.mtime); err != nil {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO sync_remote (mirror, tree, path, is_dir, etag, size, mtime) VALUES (?, ?, ?, ?, ?, ?, ?)
+				ON CONFLICT (mirror, tree, path) DO UPDATE SET is_dir = excluded.is_dir, etag = excluded.etag, size = excluded.size, mtime = excluded.mtime`,
+				mirror, key, p, e.isDir, e.etag, e.size, e.mtime); err != nil {
 				return fmt.Errorf("workspace: save remote listing: %w", err)
 			}
 		}
@@ -231,7 +231,7 @@ type localStat struct {
 }
 
 func (w *Workspace) loadHashes(ctx context.Context, key string) (map[string]localStat, error) {
-	rows, err := w.db.Read.QueryContext(ctx, `SELECT path, size, mtime_ns, hash FROM sync_local WHERE tree = ?`, key)
+	rows, err := w.db.Read.QueryContext(ctx, `SELECT path, size, mtime_ns, hash FROM sync_local WHERE mirror = ? AND tree = ?`, w.opts.Mirror, key)
 	if err != nil {
 		return nil, fmt.Errorf("workspace: read file hashes: %w", err)
 	}
@@ -270,7 +270,7 @@ func (w *Workspace) saveHashes(ctx context.Context, key string, old, found map[s
 	defer tx.Rollback()
 	for p := range old {
 		if _, ok := found[p]; !ok {
-			if _, err := tx.ExecContext(ctx, `DELETE FROM sync_local WHERE tree = ? AND path = ?`, key, p); err != nil {
+			if _, err := tx.ExecContext(ctx, `DELETE FROM sync_local WHERE mirror = ? AND tree = ? AND path = ?`, w.opts.Mirror, key, p); err != nil {
 				return fmt.Errorf("workspace: save file hashes: %w", err)
 			}
 		}
@@ -279,9 +279,9 @@ func (w *Workspace) saveHashes(ctx context.Context, key string, old, found map[s
 		if o, ok := old[p]; ok && o == st {
 			continue
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO sync_local (tree, path, size, mtime_ns, hash) VALUES (?, ?, ?, ?, ?)
-			ON CONFLICT (tree, path) DO UPDATE SET size = excluded.size, mtime_ns = excluded.mtime_ns, hash = excluded.hash`,
-			key, p, st.size, st.mtimeNS, st.hash); err != nil {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO sync_local (mirror, tree, path, size, mtime_ns, hash) VALUES (?, ?, ?, ?, ?, ?)
+			ON CONFLICT (mirror, tree, path) DO UPDATE SET size = excluded.size, mtime_ns = excluded.mtime_ns, hash = excluded.hash`,
+			w.opts.Mirror, key, p, st.size, st.mtimeNS, st.hash); err != nil {
 			return fmt.Errorf("workspace: save file hashes: %w", err)
 		}
 	}

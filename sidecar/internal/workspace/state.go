@@ -2,7 +2,9 @@ package workspace
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
+	"time"
 
 	"github.com/istota/istota/sidecar/internal/store"
 )
@@ -15,8 +17,8 @@ type agreed struct {
 	size int64
 }
 
-func (w *Workspace) loadState(ctx context.Context, key string) (map[string]agreed, error) {
-	rows, err := w.db.Read.QueryContext(ctx, `SELECT path, etag, local_hash, size FROM sync_state WHERE user_id = ?`, key)
+func (w *Workspace) loadState(ctx context.Context, mirror, key string) (map[string]agreed, error) {
+	rows, err := w.db.Read.QueryContext(ctx, `SELECT path, etag, local_hash, size FROM sync_state WHERE mirror = ? AND user_id = ?`, mirror, key)
 	if err != nil {
 		return nil, fmt.Errorf("workspace: read sync state: %w", err)
 	}
@@ -37,11 +39,42 @@ func (w *Workspace) loadState(ctx context.Context, key string) (map[string]agree
 }
 
 func (w *Workspace) saveState(ctx context.Context, key, p string, a agreed) error {
-	_, err := w.db.Write.ExecContext(ctx, `
-		INSERT INTO sync_state (user_id, path, etag, local_hash, size, synced_at) VALUES (?, ?, ?, ?, ?, ?)
-		ON CONFLICT (user_id, path) DO UPDATE SET
+	return saveStateWith(ctx, w.db.Write, w.opts.Mirror, key, p, a, w.opts.Clock())
+}
+
+// saveStates records many paths in one transaction.
+func (w *Workspace) saveStates(ctx context.Context, key string, all map[string]agreed) error {
+	if len(all) == 0 {
+		return nil
+	}
+	tx, err := w.db.Write.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("workspace: record sync state: %w", err)
+	}
+	defer tx.Rollback()
+	now := w.opts.Clock()
+	for p, a := range all {
+		if err := saveStateWith(ctx, tx, w.opts.Mirror, key, p, a, now); err != nil {
+			return err
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("workspace: record sync state: %w", err)
+	}
+	return nil
+}
+
+// execer is a database handle or a transaction.
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+func saveStateWith(ctx context.Context, db execer, mirror, key, p string, a agreed, now time.Time) error {
+	_, err := db.ExecContext(ctx, `
+		INSERT INTO sync_state (mirror, user_id, path, etag, local_hash, size, synced_at) VALUES (?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (mirror, user_id, path) DO UPDATE SET
 			etag = excluded.etag, local_hash = excluded.local_hash, size = excluded.size, synced_at = excluded.synced_at`,
-		key, p, a.etag, a.hash, a.size, store.FormatTime(w.opts.Clock()))
+		mirror, key, p, a.etag, a.hash, a.size, store.FormatTime(now))
 	if err != nil {
 		return fmt.Errorf("workspace: record sync state of %s: %w", p, err)
 	}
@@ -49,7 +82,7 @@ func (w *Workspace) saveState(ctx context.Context, key, p string, a agreed) erro
 }
 
 func (w *Workspace) dropState(ctx context.Context, key, p string) error {
-	if _, err := w.db.Write.ExecContext(ctx, `DELETE FROM sync_state WHERE user_id = ? AND path = ?`, key, p); err != nil {
+	if _, err := w.db.Write.ExecContext(ctx, `DELETE FROM sync_state WHERE mirror = ? AND user_id = ? AND path = ?`, w.opts.Mirror, key, p); err != nil {
 		return fmt.Errorf("workspace: forget sync state of %s: %w", p, err)
 	}
 	return nil

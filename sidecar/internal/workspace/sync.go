@@ -328,11 +328,8 @@ func (w *Workspace) syncLocked(ctx context.Context, t tree, op string) (rep Repo
 		// After a task: when the mirror is exactly as last agreed, there is nothing to
 		// send, and what changed in Nextcloud meanwhile comes with the next pull; so
 		// Nextcloud is not asked at all.
-		if r.state, err = w.loadState(ctx, t.key); err != nil {
+		if err := r.scanMirror(op); err != nil {
 			return Report{}, false, err
-		}
-		if err := r.scanLocal(); err != nil {
-			return Report{}, false, fmt.Errorf("workspace: %s %s: scan mirror: %w", op, t.remote, err)
 		}
 		if r.localMatchesState() {
 			return Report{}, false, nil
@@ -351,11 +348,8 @@ func (w *Workspace) syncLocked(ctx context.Context, t tree, op string) (rep Repo
 		return Report{}, false, fmt.Errorf("workspace: %s %s: list Nextcloud: %w", op, t.remote, err)
 	}
 	if r.state == nil {
-		if r.state, err = w.loadState(ctx, t.key); err != nil {
+		if err := r.scanMirror(op); err != nil {
 			return Report{}, false, err
-		}
-		if err := r.scanLocal(); err != nil {
-			return Report{}, false, fmt.Errorf("workspace: %s %s: scan mirror: %w", op, t.remote, err)
 		}
 	}
 	r.scanRemote(list)
@@ -418,6 +412,54 @@ func (r *run) skipped(p string) bool {
 		}
 		p = p[:i]
 	}
+}
+
+// scanMirror reads what this mirror last agreed with Nextcloud and scans the mirror.
+func (r *run) scanMirror(op string) error {
+	var err error
+	if r.state, err = r.w.loadState(r.ctx, r.w.opts.Mirror, r.t.key); err != nil {
+		return err
+	}
+	if err := r.scanLocal(); err != nil {
+		return fmt.Errorf("workspace: %s %s: scan mirror: %w", op, r.t.remote, err)
+	}
+	if len(r.state) == 0 && r.w.opts.Mirror != "" {
+		return r.adoptSharedState()
+	}
+	return nil
+}
+
+// adoptSharedState gives a mirror with no record of its own the records written before
+// records were kept per mirror (mirror ""), but only those that hold for this mirror: a
+// folder it has, a file it holds with the recorded content. Such a record says that
+// content is the recorded remote version, whichever host wrote it. Any other record (a
+// file missing here, or different) would make the sync take this mirror's older copy
+// for an edit or a deletion of the newer one, so it is left out: the sync then compares
+// both sides as for a file it meets for the first time, which never loses either.
+func (r *run) adoptSharedState() error {
+	shared, err := r.w.loadState(r.ctx, "", r.t.key)
+	if err != nil || len(shared) == 0 {
+		return err
+	}
+	adopted := map[string]agreed{}
+	for p, a := range shared {
+		if d, ok := strings.CutSuffix(p, "/"); ok {
+			if r.ldirs[d] {
+				adopted[p] = a
+			}
+			continue
+		}
+		if lf, ok := r.lfiles[p]; ok && a.hash != "" && lf.hash == a.hash {
+			adopted[p] = a
+		}
+	}
+	if err := r.w.saveStates(r.ctx, r.t.key, adopted); err != nil {
+		return err
+	}
+	r.state = adopted
+	r.log.Info("took over the sync records kept before each mirror had its own, where they hold for this mirror",
+		"taken", len(adopted), "left", len(shared)-len(adopted))
+	return nil
 }
 
 func (r *run) scanLocal() error {

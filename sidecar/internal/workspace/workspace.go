@@ -74,7 +74,12 @@ type Options struct {
 	// SharePermissions is what the user gets on {bot}/. Default webdav.PermEdit.
 	SharePermissions int
 	// Host appears in conflict file names. Default: this machine's host name.
-	Host   string
+	Host string
+	// Mirror names this host's mirrors in the database, where what each sync agreed
+	// with Nextcloud is kept per mirror. Empty is right when the database is this host's
+	// alone (SQLite); hosts sharing a PostgreSQL database each need their own, kept
+	// with their mirrors (the app keeps it in the data directory).
+	Mirror string
 	Clock  func() time.Time
 	Logger *slog.Logger
 }

@@ -66,9 +66,15 @@ func newEnvWith(t *testing.T, so davtest.Options, mod func(*workspace.Options)) 
 }
 
 // newWorkspace is what a restarted sidecar gets: same database, same files, no memory.
-func (e *env) newWorkspace() *workspace.Workspace {
+func (e *env) newWorkspace() *workspace.Workspace { return e.newWorkspaceWith(nil) }
+
+func (e *env) newWorkspaceWith(mod func(*workspace.Options)) *workspace.Workspace {
 	e.t.Helper()
-	ws, err := workspace.New(e.db, e.client, e.opts)
+	opts := e.opts
+	if mod != nil {
+		mod(&opts)
+	}
+	ws, err := workspace.New(e.db, e.client, opts)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -847,6 +853,166 @@ func TestWipedMirrorIsRestoredNotPropagated(t *testing.T) {
 		t.Fatalf("mirror not restored: %q", got)
 	}
 	assertNoChange(t, e.sync("alice"))
+}
+
+// host is another sidecar sharing the database and Nextcloud, with its own mirrors.
+type host struct {
+	ws   *workspace.Workspace
+	data string
+}
+
+func (e *env) otherHost(mirror string) *host {
+	e.t.Helper()
+	h := &host{data: e.t.TempDir()}
+	opts := e.opts
+	opts.Mirror = mirror
+	opts.UserMirror = func(uid string) string { return filepath.Join(h.data, "users", uid, "workspace") }
+	opts.ChannelMirror = func(token string) string { return filepath.Join(h.data, "channels", token) }
+	ws, err := workspace.New(e.db, e.client, opts)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	h.ws = ws
+	return h
+}
+
+func (h *host) file(uid, rel string) string {
+	return filepath.Join(h.data, "users", uid, "workspace", filepath.FromSlash(rel))
+}
+
+func (h *host) write(t *testing.T, uid, rel, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(h.file(uid, rel)), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(h.file(uid, rel), []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (h *host) pull(t *testing.T, uid string) workspace.Report {
+	t.Helper()
+	rep, err := h.ws.Pull(context.Background(), uid)
+	if err != nil {
+		t.Fatalf("pull %s: %v", uid, err)
+	}
+	return rep
+}
+
+func (h *host) push(t *testing.T, uid string) workspace.Report {
+	t.Helper()
+	rep, err := h.ws.Push(context.Background(), uid)
+	if err != nil {
+		t.Fatalf("push %s: %v", uid, err)
+	}
+	return rep
+}
+
+// Two hosts sharing one database each keep their own mirror: what one agreed with
+// Nextcloud must not be read as the other's. Host B, whose copy is older, once took host
+// A's records for its own: it uploaded its old a.md over A's edit and deleted the file A
+// made.
+func TestHostsSharingTheDatabaseKeepTheirOwnRecords(t *testing.T) {
+	e := newEnv(t, nil)
+	e.provision("alice")
+	e.srv.WriteFile("Users/alice/notes/a.md", "v1")
+	e.srv.WriteFile("Users/alice/notes/gone.md", "delete me")
+	a, b := e.otherHost("host-a"), e.otherHost("host-b")
+	b.pull(t, "alice")
+	a.pull(t, "alice")
+
+	// A task on host A edits a.md, makes c.md and deletes gone.md.
+	a.write(t, "alice", "notes/a.md", "v2 by host A")
+	a.write(t, "alice", "notes/c.md", "made by host A")
+	if err := os.Remove(a.file("alice", "notes/gone.md")); err != nil {
+		t.Fatal(err)
+	}
+	if rep := a.push(t, "alice"); len(rep.Uploaded) != 2 || len(rep.DeletedRemote) != 1 {
+		t.Fatalf("host A's push: %+v", rep)
+	}
+
+	// The next task runs on host B: it gets all of that.
+	rep := b.pull(t, "alice")
+	if len(rep.Uploaded) != 0 || len(rep.DeletedRemote) != 0 || len(rep.Conflicts) != 0 {
+		t.Fatalf("host B's pull changed Nextcloud: %+v", rep)
+	}
+	if got, _ := remoteFile(e, "alice", "notes/a.md"); got != "v2 by host A" {
+		t.Fatalf("remote a.md = %q: host B undid host A's edit", got)
+	}
+	if _, ok := remoteFile(e, "alice", "notes/c.md"); !ok {
+		t.Fatal("host B deleted the file host A made")
+	}
+	for rel, want := range map[string]string{"notes/a.md": "v2 by host A", "notes/c.md": "made by host A"} {
+		if got, err := os.ReadFile(b.file("alice", rel)); err != nil || string(got) != want {
+			t.Fatalf("host B's %s = %q (%v), want %q", rel, got, err, want)
+		}
+	}
+	if _, err := os.Stat(b.file("alice", "notes/gone.md")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("host B kept the file host A deleted: %v", err)
+	}
+
+	// And back: host B edits, host A pulls it without sending anything.
+	b.write(t, "alice", "notes/a.md", "v3 by host B")
+	b.push(t, "alice")
+	if rep := a.pull(t, "alice"); len(rep.Uploaded) != 0 || len(rep.Downloaded) != 1 {
+		t.Fatalf("host A's pull: %+v", rep)
+	}
+	if got, _ := remoteFile(e, "alice", "notes/a.md"); got != "v3 by host B" {
+		t.Fatalf("remote a.md = %q", got)
+	}
+}
+
+// Records kept before each mirror had its own (mirror "") are taken over by a named
+// mirror only where they hold for it: a host whose mirror is exactly as recorded (one
+// PostgreSQL host upgrading) sends and fetches nothing, and a host with other copies
+// loses none of them.
+func TestSharedRecordsAreTakenOverOnlyWhereTheyHold(t *testing.T) {
+	e := newEnv(t, nil)
+	e.provision("alice")
+	e.srv.WriteFile("Users/alice/notes/a.md", "v1")
+	e.srv.WriteFile("Users/alice/notes/b.md", "b")
+	e.sync("alice") // records under mirror '', as before the upgrade
+
+	// The same mirror, now named: nothing to do.
+	same := e.newWorkspaceWith(func(o *workspace.Options) { o.Mirror = "upgraded" })
+	rep, err := same.Pull(context.Background(), "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertNoChange(t, rep)
+	var taken int
+	if err := e.db.Read.QueryRow(`SELECT count(*) FROM sync_state WHERE mirror = 'upgraded' AND user_id = 'alice'`).Scan(&taken); err != nil || taken == 0 {
+		t.Fatalf("records taken over: %d (%v)", taken, err)
+	}
+	assertNoChange(t, e.sync("alice")) // the unnamed mirror's records are still its own
+
+	// Another host with an older a.md, no b.md and a file of its own.
+	other := e.otherHost("other")
+	other.write(t, "alice", "notes/a.md", "old")
+	other.write(t, "alice", "notes/mine.md", "mine")
+	rep = other.pull(t, "alice")
+	if len(rep.DeletedRemote) != 0 || len(rep.DeletedLocal) != 0 {
+		t.Fatalf("a pull with records that do not hold deleted files: %+v", rep)
+	}
+	if got, _ := remoteFile(e, "alice", "notes/a.md"); got != "v1" {
+		t.Fatalf("remote a.md = %q, want v1 kept", got)
+	}
+	if got, _ := remoteFile(e, "alice", "notes/b.md"); got != "b" {
+		t.Fatalf("remote b.md = %q", got)
+	}
+	if len(rep.Conflicts) != 1 || rep.Conflicts[0].Path != "notes/a.md" {
+		t.Fatalf("conflicts = %+v, want the older a.md kept as a copy", rep.Conflicts)
+	}
+	copyOf, ok := remoteFile(e, "alice", rep.Conflicts[0].Copy)
+	if !ok || copyOf != "old" {
+		t.Fatalf("conflict copy in Nextcloud = %q (%v)", copyOf, ok)
+	}
+	if got, _ := remoteFile(e, "alice", "notes/mine.md"); got != "mine" {
+		t.Fatalf("the other host's own file was not sent: %q", got)
+	}
+	if got, err := os.ReadFile(other.file("alice", "notes/b.md")); err != nil || string(got) != "b" {
+		t.Fatalf("b.md on the other host = %q (%v)", got, err)
+	}
 }
 
 func TestMountModeSkipsSync(t *testing.T) {
