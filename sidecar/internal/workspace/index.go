@@ -105,12 +105,18 @@ func (w *Workspace) listRemote(ctx context.Context, t tree) ([]webdav.FileInfo, 
 // forgetIndex drops a tree's remembered listing (its remote folder is gone).
 func (w *Workspace) forgetIndex(ctx context.Context, key string) error {
 	if _, err := w.db.Write.ExecContext(ctx, `DELETE FROM sync_remote WHERE mirror = ? AND tree = ?`, w.opts.Mirror, key); err != nil {
+		w.records.forget(key, indexRecords)
 		return fmt.Errorf("workspace: forget remote listing: %w", err)
 	}
+	w.records.putIndex(key, nil)
 	return nil
 }
 
+// loadIndex reads the tree's remembered listing; the map must not be changed.
 func (w *Workspace) loadIndex(ctx context.Context, key string) (map[string]indexEntry, error) {
+	if m, ok := w.records.index(key); ok {
+		return m, nil
+	}
 	rows, err := w.db.Read.QueryContext(ctx, `SELECT path, is_dir, etag, size, mtime FROM sync_remote WHERE mirror = ? AND tree = ?`, w.opts.Mirror, key)
 	if err != nil {
 		return nil, fmt.Errorf("workspace: read remote listing: %w", err)
@@ -128,12 +134,14 @@ func (w *Workspace) loadIndex(ctx context.Context, key string) (map[string]index
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("workspace: read remote listing: %w", err)
 	}
+	w.records.putIndex(key, out)
 	return out, nil
 }
 
 // saveIndex writes the difference between the old and the new listing in one
 // transaction.
 func (w *Workspace) saveIndex(ctx context.Context, key string, old, next map[string]indexEntry) error {
+	w.records.forget(key, indexRecords) // until the transaction's outcome is known
 	tx, err := w.db.Write.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("workspace: save remote listing: %w", err)
@@ -145,6 +153,7 @@ func (w *Workspace) saveIndex(ctx context.Context, key string, old, next map[str
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("workspace: save remote listing: %w", err)
 	}
+	w.records.putIndex(key, next)
 	return nil
 }
 
@@ -230,7 +239,11 @@ type localStat struct {
 	hash    string
 }
 
+// loadHashes reads the mirror's file hashes; the map must not be changed.
 func (w *Workspace) loadHashes(ctx context.Context, key string) (map[string]localStat, error) {
+	if m, ok := w.records.hashes(key); ok {
+		return m, nil
+	}
 	rows, err := w.db.Read.QueryContext(ctx, `SELECT path, size, mtime_ns, hash FROM sync_local WHERE mirror = ? AND tree = ?`, w.opts.Mirror, key)
 	if err != nil {
 		return nil, fmt.Errorf("workspace: read file hashes: %w", err)
@@ -248,6 +261,7 @@ func (w *Workspace) loadHashes(ctx context.Context, key string) (map[string]loca
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("workspace: read file hashes: %w", err)
 	}
+	w.records.putHashes(key, out)
 	return out, nil
 }
 
@@ -263,6 +277,7 @@ func (w *Workspace) saveHashes(ctx context.Context, key string, old, found map[s
 	if !changed && len(old) == len(found) {
 		return nil
 	}
+	w.records.forget(key, hashRecords) // until the transaction's outcome is known
 	tx, err := w.db.Write.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("workspace: save file hashes: %w", err)
@@ -288,5 +303,6 @@ func (w *Workspace) saveHashes(ctx context.Context, key string, old, found map[s
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("workspace: save file hashes: %w", err)
 	}
+	w.records.putHashes(key, found)
 	return nil
 }

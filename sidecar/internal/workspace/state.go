@@ -17,7 +17,15 @@ type agreed struct {
 	size int64
 }
 
+// loadState reads what mirror last agreed with Nextcloud for the tree key; this
+// Workspace's own mirror is read from memory when it can be (recordCache).
 func (w *Workspace) loadState(ctx context.Context, mirror, key string) (map[string]agreed, error) {
+	own := mirror == w.opts.Mirror
+	if own {
+		if m, ok := w.records.state(key); ok {
+			return m, nil
+		}
+	}
 	rows, err := w.db.Read.QueryContext(ctx, `SELECT path, etag, local_hash, size FROM sync_state WHERE mirror = ? AND user_id = ?`, mirror, key)
 	if err != nil {
 		return nil, fmt.Errorf("workspace: read sync state: %w", err)
@@ -35,11 +43,19 @@ func (w *Workspace) loadState(ctx context.Context, mirror, key string) (map[stri
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("workspace: read sync state: %w", err)
 	}
+	if own {
+		w.records.putState(key, out)
+	}
 	return out, nil
 }
 
 func (w *Workspace) saveState(ctx context.Context, key, p string, a agreed) error {
-	return saveStateWith(ctx, w.db.Write, w.opts.Mirror, key, p, a, w.opts.Clock())
+	if err := saveStateWith(ctx, w.db.Write, w.opts.Mirror, key, p, a, w.opts.Clock()); err != nil {
+		w.records.forget(key, stateRecords)
+		return err
+	}
+	w.records.setState(key, p, a)
+	return nil
 }
 
 // saveStates records many paths in one transaction.
@@ -47,6 +63,7 @@ func (w *Workspace) saveStates(ctx context.Context, key string, all map[string]a
 	if len(all) == 0 {
 		return nil
 	}
+	w.records.forget(key, stateRecords) // until the transaction's outcome is known
 	tx, err := w.db.Write.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("workspace: record sync state: %w", err)
@@ -83,7 +100,9 @@ func saveStateWith(ctx context.Context, db execer, mirror, key, p string, a agre
 
 func (w *Workspace) dropState(ctx context.Context, key, p string) error {
 	if _, err := w.db.Write.ExecContext(ctx, `DELETE FROM sync_state WHERE mirror = ? AND user_id = ? AND path = ?`, w.opts.Mirror, key, p); err != nil {
+		w.records.forget(key, stateRecords)
 		return fmt.Errorf("workspace: forget sync state of %s: %w", p, err)
 	}
+	w.records.dropState(key, p)
 	return nil
 }

@@ -100,6 +100,9 @@ type Workspace struct {
 	// a task made before that needs no pull of its own.
 	checked map[string]time.Time
 
+	// records holds the sync records of the trees synced last (cache.go).
+	records *recordCache
+
 	// Prefetches run in the background, owned here; Close stops them.
 	bg       sync.WaitGroup
 	bgCtx    context.Context
@@ -153,7 +156,7 @@ func New(db *store.DB, remote Remote, opts Options) (*Workspace, error) {
 	}
 	bgCtx, bgCancel := context.WithCancel(context.Background())
 	return &Workspace{
-		db: db, remote: remote, opts: opts,
+		db: db, remote: remote, opts: opts, records: newRecordCache(defaultCachedRecords),
 		locks:       map[string]chan struct{}{},
 		provisioned: map[string]bool{},
 		unsynced:    map[string]bool{},

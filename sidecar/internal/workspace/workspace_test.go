@@ -2,6 +2,7 @@ package workspace_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"io/fs"
 	"net/http"
@@ -1013,6 +1014,54 @@ func TestSharedRecordsAreTakenOverOnlyWhereTheyHold(t *testing.T) {
 	if got, err := os.ReadFile(other.file("alice", "notes/b.md")); err != nil || string(got) != "b" {
 		t.Fatalf("b.md on the other host = %q (%v)", got, err)
 	}
+}
+
+// After a sync the next ones read the tree's records from memory, and what they write
+// still reaches the database: with the read handle closed, a task's edit is sent, and a
+// restarted sidecar, reading the database, finds nothing left to do.
+func TestSyncRecordsAreKeptInMemoryAndWrittenThrough(t *testing.T) {
+	e := newEnv(t, nil)
+	e.provision("alice")
+	e.srv.WriteFile("Users/alice/notes/a.md", "v1")
+	e.sync("alice")
+	ctx := context.Background()
+
+	read := e.db.Read
+	closed, err := sql.Open("sqlite3", "file:"+filepath.Join(t.TempDir(), "closed.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed.Close()
+	e.db.Read = closed
+	defer func() { e.db.Read = read }()
+
+	if rep, err := e.ws.Finish(ctx, "alice"); err != nil {
+		t.Fatalf("after a task that changed nothing: %v", err)
+	} else {
+		assertNoChange(t, rep)
+	}
+	e.writeLocal("alice", "notes/a.md", "v2")
+	e.writeLocal("alice", "notes/b.md", "new")
+	rep, err := e.ws.Finish(ctx, "alice")
+	if err != nil {
+		t.Fatalf("after a task that edited: %v", err)
+	}
+	if len(rep.Uploaded) != 2 {
+		t.Fatalf("uploaded %q, want a.md and b.md", rep.Uploaded)
+	}
+	e.srv.WriteFile("Users/alice/notes/c.md", "from Nextcloud")
+	if rep, err := e.ws.Pull(ctx, "alice"); err != nil || len(rep.Downloaded) != 1 {
+		t.Fatalf("pull: %+v, %v", rep, err)
+	}
+
+	e.db.Read = read
+	assertNoChange(t, e.sync("alice"))
+	restarted := e.newWorkspace()
+	rep, err = restarted.Push(ctx, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertNoChange(t, rep)
 }
 
 func TestMountModeSkipsSync(t *testing.T) {
