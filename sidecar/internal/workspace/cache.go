@@ -89,118 +89,102 @@ const (
 // forget drops one kind of key's records, before or after a write whose outcome is
 // unknown: the next read takes them from the database.
 func (c *recordCache) forget(key string, kind recordKind) {
+	c.change(key, false, func(t *treeRecords) {
+		switch kind {
+		case stateRecords:
+			t.state = nil
+		case hashRecords:
+			t.hashes = nil
+		case indexRecords:
+			t.index = nil
+		}
+	})
+}
+
+// get finds key's tree and lets read take what it wants from it under the lock; read
+// reports whether the records it wanted are cached, and the tree is marked as used if so.
+func (c *recordCache) get(key string, read func(*treeRecords) bool) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	t, ok := c.trees[key]
-	if !ok {
+	if !ok || !read(t) {
+		return false
+	}
+	c.tick++
+	t.used = c.tick
+	return true
+}
+
+// change lets write change key's tree (made if missing and create is set) under the
+// lock, and accounts for its new size.
+func (c *recordCache) change(key string, create bool, write func(*treeRecords)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.trees[key]; !ok && !create {
 		return
 	}
+	t := c.tree(key)
 	before := t.size()
-	switch kind {
-	case stateRecords:
-		t.state = nil
-	case hashRecords:
-		t.hashes = nil
-	case indexRecords:
-		t.index = nil
-	}
+	write(t)
 	c.resized(key, before)
 }
 
 // state returns a copy of key's agreed records (the caller may keep it while the
 // cache's own copy changes under later writes).
-func (c *recordCache) state(key string) (map[string]agreed, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	t, ok := c.trees[key]
-	if !ok || t.state == nil {
-		return nil, false
-	}
-	c.tick++
-	t.used = c.tick
-	return maps.Clone(t.state), true
+func (c *recordCache) state(key string) (m map[string]agreed, ok bool) {
+	ok = c.get(key, func(t *treeRecords) bool {
+		if t.state != nil {
+			m = maps.Clone(t.state)
+		}
+		return t.state != nil
+	})
+	return m, ok
 }
 
 func (c *recordCache) putState(key string, m map[string]agreed) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	t := c.tree(key)
-	before := t.size()
-	t.state = maps.Clone(m)
-	c.resized(key, before)
+	m = maps.Clone(m)
+	if m == nil {
+		m = map[string]agreed{}
+	}
+	c.change(key, true, func(t *treeRecords) { t.state = m })
 }
 
-// setState records one path's agreement in a tree whose records are cached.
+// setState and dropState change one path's agreement in a tree whose records are
+// cached.
 func (c *recordCache) setState(key, p string, a agreed) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	t, ok := c.trees[key]
-	if !ok || t.state == nil {
-		return
-	}
-	before := t.size()
-	t.state[p] = a
-	c.resized(key, before)
+	c.change(key, false, func(t *treeRecords) {
+		if t.state != nil {
+			t.state[p] = a
+		}
+	})
 }
 
 func (c *recordCache) dropState(key, p string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	t, ok := c.trees[key]
-	if !ok || t.state == nil {
-		return
-	}
-	before := t.size()
-	delete(t.state, p)
-	c.resized(key, before)
+	c.change(key, false, func(t *treeRecords) { delete(t.state, p) })
 }
 
-// hashes and index are replaced whole and never changed in place, so the maps are
-// shared with the caller, who must not change them either.
-func (c *recordCache) hashes(key string) (map[string]localStat, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	t, ok := c.trees[key]
-	if !ok || t.hashes == nil {
-		return nil, false
-	}
-	c.tick++
-	t.used = c.tick
-	return t.hashes, true
+// The hashes and the index are replaced whole and never changed in place, so the maps
+// are shared with the caller, who must not change them either.
+func (c *recordCache) hashes(key string) (m map[string]localStat, ok bool) {
+	ok = c.get(key, func(t *treeRecords) bool { m = t.hashes; return m != nil })
+	return m, ok
 }
 
 func (c *recordCache) putHashes(key string, m map[string]localStat) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	t := c.tree(key)
-	before := t.size()
-	t.hashes = m
-	if t.hashes == nil {
-		t.hashes = map[string]localStat{}
+	if m == nil {
+		m = map[string]localStat{}
 	}
-	c.resized(key, before)
+	c.change(key, true, func(t *treeRecords) { t.hashes = m })
 }
 
-func (c *recordCache) index(key string) (map[string]indexEntry, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	t, ok := c.trees[key]
-	if !ok || t.index == nil {
-		return nil, false
-	}
-	c.tick++
-	t.used = c.tick
-	return t.index, true
+func (c *recordCache) index(key string) (m map[string]indexEntry, ok bool) {
+	ok = c.get(key, func(t *treeRecords) bool { m = t.index; return m != nil })
+	return m, ok
 }
 
 func (c *recordCache) putIndex(key string, m map[string]indexEntry) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	t := c.tree(key)
-	before := t.size()
-	t.index = m
-	if t.index == nil {
-		t.index = map[string]indexEntry{}
+	if m == nil {
+		m = map[string]indexEntry{}
 	}
-	c.resized(key, before)
+	c.change(key, true, func(t *treeRecords) { t.index = m })
 }
