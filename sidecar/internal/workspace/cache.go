@@ -12,8 +12,9 @@ import (
 //
 // The records are this mirror's alone (Options.Mirror): only this Workspace writes them,
 // and only while it holds the tree's lock, so what it read or wrote last is what the
-// database holds. Each write reaches the database first and the cache after; a write that
-// fails drops the tree from the cache, so the next sync reads the database again.
+// database holds. Each write reaches the database first and the cache after; while a
+// write's outcome is unknown (it failed, or its transaction is open) that kind of the
+// tree's records is dropped from the cache, so the next sync reads the database again.
 //
 // The cache is bounded by the number of records it holds; the trees used longest ago
 // leave first.

@@ -142,15 +142,7 @@ func (w *Workspace) loadIndex(ctx context.Context, key string) (map[string]index
 // transaction.
 func (w *Workspace) saveIndex(ctx context.Context, key string, old, next map[string]indexEntry) error {
 	w.records.forget(key, indexRecords) // until the transaction's outcome is known
-	tx, err := w.db.Write.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("workspace: save remote listing: %w", err)
-	}
-	defer tx.Rollback()
-	if err := writeIndexDiff(ctx, tx, w.opts.Mirror, key, old, next); err != nil {
-		return err
-	}
-	if err := tx.Commit(); err != nil {
+	if err := w.db.InTx(ctx, func(tx *sql.Tx) error { return writeIndexDiff(ctx, tx, w.opts.Mirror, key, old, next) }); err != nil {
 		return fmt.Errorf("workspace: save remote listing: %w", err)
 	}
 	w.records.putIndex(key, next)
@@ -158,26 +150,24 @@ func (w *Workspace) saveIndex(ctx context.Context, key string, old, next map[str
 }
 
 func writeIndexDiff(ctx context.Context, tx *sql.Tx, mirror, key string, old, next map[string]indexEntry) error {
-	{
-		for p := range old {
-			if _, ok := next[p]; !ok {
-				if _, err := tx.ExecContext(ctx, `DELETE FROM sync_remote WHERE mirror = ? AND tree = ? AND path = ?`, mirror, key, p); err != nil {
-					return fmt.Errorf("workspace: save remote listing: %w", err)
-				}
+	for p := range old {
+		if _, ok := next[p]; !ok {
+			if _, err := tx.ExecContext(ctx, `DELETE FROM sync_remote WHERE mirror = ? AND tree = ? AND path = ?`, mirror, key, p); err != nil {
+				return err
 			}
 		}
-		for p, e := range next {
-			if o, ok := old[p]; ok && o == e {
-				continue
-			}
-			if _, err := tx.ExecContext(ctx, `INSERT INTO sync_remote (mirror, tree, path, is_dir, etag, size, mtime) VALUES (?, ?, ?, ?, ?, ?, ?)
-				ON CONFLICT (mirror, tree, path) DO UPDATE SET is_dir = excluded.is_dir, etag = excluded.etag, size = excluded.size, mtime = excluded.mtime`,
-				mirror, key, p, e.isDir, e.etag, e.size, e.mtime); err != nil {
-				return fmt.Errorf("workspace: save remote listing: %w", err)
-			}
-		}
-		return nil
 	}
+	for p, e := range next {
+		if o, ok := old[p]; ok && o == e {
+			continue
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO sync_remote (mirror, tree, path, is_dir, etag, size, mtime) VALUES (?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (mirror, tree, path) DO UPDATE SET is_dir = excluded.is_dir, etag = excluded.etag, size = excluded.size, mtime = excluded.mtime`,
+			mirror, key, p, e.isDir, e.etag, e.size, e.mtime); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func indexListing(remote string, idx map[string]indexEntry) []webdav.FileInfo {
@@ -278,29 +268,27 @@ func (w *Workspace) saveHashes(ctx context.Context, key string, old, found map[s
 		return nil
 	}
 	w.records.forget(key, hashRecords) // until the transaction's outcome is known
-	tx, err := w.db.Write.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("workspace: save file hashes: %w", err)
-	}
-	defer tx.Rollback()
-	for p := range old {
-		if _, ok := found[p]; !ok {
-			if _, err := tx.ExecContext(ctx, `DELETE FROM sync_local WHERE mirror = ? AND tree = ? AND path = ?`, w.opts.Mirror, key, p); err != nil {
-				return fmt.Errorf("workspace: save file hashes: %w", err)
+	err := w.db.InTx(ctx, func(tx *sql.Tx) error {
+		for p := range old {
+			if _, ok := found[p]; !ok {
+				if _, err := tx.ExecContext(ctx, `DELETE FROM sync_local WHERE mirror = ? AND tree = ? AND path = ?`, w.opts.Mirror, key, p); err != nil {
+					return err
+				}
 			}
 		}
-	}
-	for p, st := range found {
-		if o, ok := old[p]; ok && o == st {
-			continue
+		for p, st := range found {
+			if o, ok := old[p]; ok && o == st {
+				continue
+			}
+			if _, err := tx.ExecContext(ctx, `INSERT INTO sync_local (mirror, tree, path, size, mtime_ns, hash) VALUES (?, ?, ?, ?, ?, ?)
+				ON CONFLICT (mirror, tree, path) DO UPDATE SET size = excluded.size, mtime_ns = excluded.mtime_ns, hash = excluded.hash`,
+				w.opts.Mirror, key, p, st.size, st.mtimeNS, st.hash); err != nil {
+				return err
+			}
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO sync_local (mirror, tree, path, size, mtime_ns, hash) VALUES (?, ?, ?, ?, ?, ?)
-			ON CONFLICT (mirror, tree, path) DO UPDATE SET size = excluded.size, mtime_ns = excluded.mtime_ns, hash = excluded.hash`,
-			w.opts.Mirror, key, p, st.size, st.mtimeNS, st.hash); err != nil {
-			return fmt.Errorf("workspace: save file hashes: %w", err)
-		}
-	}
-	if err := tx.Commit(); err != nil {
+		return nil
+	})
+	if err != nil {
 		return fmt.Errorf("workspace: save file hashes: %w", err)
 	}
 	w.records.putHashes(key, found)

@@ -64,19 +64,17 @@ func (w *Workspace) saveStates(ctx context.Context, key string, all map[string]a
 		return nil
 	}
 	w.records.forget(key, stateRecords) // until the transaction's outcome is known
-	tx, err := w.db.Write.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("workspace: record sync state: %w", err)
-	}
-	defer tx.Rollback()
 	now := w.opts.Clock()
-	for p, a := range all {
-		if err := saveStateWith(ctx, tx, w.opts.Mirror, key, p, a, now); err != nil {
-			return err
+	err := w.db.InTx(ctx, func(tx *sql.Tx) error {
+		for p, a := range all {
+			if err := saveStateWith(ctx, tx, w.opts.Mirror, key, p, a, now); err != nil {
+				return err
+			}
 		}
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("workspace: record sync state: %w", err)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("workspace: record %d paths' sync state: %w", len(all), err)
 	}
 	return nil
 }

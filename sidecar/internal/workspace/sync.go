@@ -523,16 +523,15 @@ func (r *run) walkLocal(max int64) error {
 	folder := func(p string) {
 		defer wg.Done()
 		slots <- struct{}{}
+		defer func() { <-slots }()
 		list, err := fs.ReadDir(fsys, p)
 		if err != nil {
-			<-slots
 			// An unreadable folder must not look empty: its files would be taken for
 			// deleted and deleted in Nextcloud too.
 			locked(func() { r.skipPath(p, "cannot be read: "+errText(err)) })
 			return
 		}
 		entries(p, list)
-		<-slots
 	}
 	entries = func(dir string, list []fs.DirEntry) {
 		for _, d := range list {
