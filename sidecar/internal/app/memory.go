@@ -19,7 +19,10 @@ import (
 
 // openMemory builds the search index, with vectors when an embeddings endpoint is set.
 func (s *sidecar) openMemory() (*memory.Memory, error) {
-	opts := memory.Options{Logger: s.log.With("component", "memory")}
+	opts := memory.Options{Logger: s.log.With("component", "memory"), VectorCacheBytes: int64(s.cfg.Memory.VectorCacheMB) << 20}
+	if opts.VectorCacheBytes == 0 {
+		opts.VectorCacheBytes = -1 // 0 in the config is off; 0 in Options is the default
+	}
 	if m := s.cfg.Memory; m.EmbeddingsURL != "" {
 		emb, err := memory.NewHTTPEmbedder(memory.HTTPEmbedderConfig{URL: m.EmbeddingsURL, Model: m.EmbeddingsModel, APIKey: m.EmbeddingsKey})
 		if err != nil {

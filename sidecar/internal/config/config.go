@@ -259,6 +259,9 @@ type Memory struct {
 	EmbeddingsModel   string `toml:"embeddings_model" env:"ISTOTA_EMBEDDINGS_MODEL"`
 	EmbeddingsKey     string `toml:"embeddings_key" env:"ISTOTA_EMBEDDINGS_KEY" secret:"true"`
 	EmbeddingsKeyFile string `toml:"embeddings_key_file" env:"ISTOTA_EMBEDDINGS_KEY_FILE"`
+	// VectorCacheMB bounds the memory that keeps the vectors of the namespaces searched
+	// lately for fast vector search; 0 keeps none (every search asks the index).
+	VectorCacheMB int `toml:"vector_cache_mb" env:"ISTOTA_MEMORY_VECTOR_CACHE_MB"`
 }
 
 // Mail is the e-mail channel: mail from users' registered addresses to the bot's own
@@ -350,7 +353,7 @@ func Default() Config {
 		},
 		Workers:   Workers{Max: 4, ReservedInteractive: 1},
 		Workspace: Workspace{Mode: "sync", MaxFileMB: 100},
-		Memory:    Memory{MaxMemoryChars: 8000, DatedDays: 3, RetentionDays: 180, HistoryDays: 180, SleepCron: "0 3 * * *"},
+		Memory:    Memory{MaxMemoryChars: 8000, DatedDays: 3, RetentionDays: 180, HistoryDays: 180, SleepCron: "0 3 * * *", VectorCacheMB: 256},
 		Sandbox: Sandbox{BwrapPath: "bwrap", AgentUser: "istota-agent",
 			MemoryMB: 4096, MaxProcesses: 512, MaxOpenFiles: 4096, CPUSeconds: 1800},
 		Log: Log{Level: "info", Format: "text"},
@@ -536,6 +539,9 @@ func (c Config) Validate() error {
 	}
 	if c.Memory.MaxMemoryChars < 0 || c.Memory.DatedDays < 0 || c.Memory.RetentionDays < 0 {
 		bad("memory", "max_memory_chars, dated_days and retention_days must not be negative")
+	}
+	if c.Memory.VectorCacheMB < 0 || c.Memory.VectorCacheMB > 1<<20 {
+		bad("memory.vector_cache_mb", "want 0 (off) to %d, got %d", 1<<20, c.Memory.VectorCacheMB)
 	}
 	if c.Memory.HistoryDays < 0 {
 		bad("memory.history_days", "must be 0 (keep everything) or more")

@@ -77,6 +77,9 @@ type Options struct {
 	// vector (default 0). Real embedding models rate unrelated texts around 0.1 to
 	// 0.2; a threshold near 0.3 keeps vector search from always returning something.
 	MinSimilarity float64
+	// VectorCacheBytes bounds the quantised vectors kept in memory for searching
+	// (veccache.go); 0 means DefaultVectorCacheBytes, negative keeps none.
+	VectorCacheBytes int64
 }
 
 // Memory reads and writes the memory index. It is safe for concurrent use.
@@ -96,6 +99,7 @@ type Memory struct {
 	// vecReady is the vector index table known to exist (vecindex.go).
 	vecMu    sync.Mutex
 	vecReady string
+	vecs     *vecCache
 }
 
 // New returns a Memory over db.
@@ -118,7 +122,11 @@ func New(db *store.DB, opts Options) *Memory {
 	if opts.EpisodeWindow == 0 {
 		opts.EpisodeWindow = DefaultEpisodeWindow
 	}
-	return &Memory{db: db, log: opts.Logger, clock: opts.Clock, emb: opts.Embedder, opts: opts}
+	if opts.VectorCacheBytes == 0 {
+		opts.VectorCacheBytes = DefaultVectorCacheBytes
+	}
+	return &Memory{db: db, log: opts.Logger, clock: opts.Clock, emb: opts.Embedder, opts: opts,
+		vecs: newVecCache(opts.VectorCacheBytes)}
 }
 
 // UserNamespace is the namespace of a user's personal memory.

@@ -591,7 +591,8 @@ func (h *topK) Pop() any {
 // them twice.
 //
 // With the vector index (vecindex.go) only each namespace's nearest chunks by the
-// quantised vectors are compared exactly; without it, every vector is.
+// quantised vectors, found in the vector cache (veccache.go) or else by sqlite-vec, are
+// compared exactly; without it, every vector is.
 func (m *Memory) semantic(ctx context.Context, qv []float32, q Query, filter string, filterArgs []any, n int, lexical []candidate) ([]candidate, error) {
 	table, indexed, err := m.vecIndex(ctx, len(qv))
 	if err != nil {
@@ -601,9 +602,15 @@ func (m *Memory) semantic(ctx context.Context, qv []float32, q Query, filter str
 	var ids []int64
 	if indexed {
 		for _, ns := range q.Namespaces {
-			got, err := m.nearest(ctx, table, ns, qv, n*vecCandidates)
-			if err != nil {
-				return nil, fmt.Errorf("memory: vector search: %w", err)
+			got, cached, err := m.nearestCached(ctx, table, ns, qv, n*cacheCandidates)
+			if err != nil && ctx.Err() == nil {
+				// The index answers on its own, only slower.
+				m.log.Warn("searching the vector index instead of the vector cache", "err", err)
+			}
+			if !cached {
+				if got, err = m.nearest(ctx, table, ns, qv, n*vecCandidates); err != nil {
+					return nil, fmt.Errorf("memory: vector search: %w", err)
+				}
 			}
 			ids = append(ids, got...)
 		}
