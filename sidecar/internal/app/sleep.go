@@ -88,6 +88,7 @@ func (s *sidecar) newSleepCycle() (*sleep.Cycle, error) {
 		History:       historyPruner{s},
 		Indexer:       sleepIndexer{s.mem},
 		Retainer:      s.mem,
+		Vectors:       s.mem,
 		Logger:        s.log.With("component", "sleep"),
 	})
 }
@@ -178,7 +179,7 @@ func (s *sidecar) sleepLoop(ctx context.Context, cycle *sleep.Cycle) {
 				s.log.Warn("sleep cycle failed; retried next night", "namespace", ns, "err", err)
 				continue
 			}
-			s.log.Info("sleep cycle done", "namespace", ns, "skipped", out.Skipped, "history_rows_deleted", out.PrunedRows)
+			s.log.Info("sleep cycle done", "namespace", ns, "skipped", out.Skipped, "history_rows_deleted", out.PrunedRows, "vectors_filled", out.Embedded)
 		}
 	}
 }
@@ -222,6 +223,9 @@ func cmdSleep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if out.PrunedRows > 0 {
 		fmt.Fprintf(stdout, "%s: %d history row(s) older than %d days deleted\n", ns, out.PrunedRows, s.historyDays())
+	}
+	if out.Embedded > 0 {
+		fmt.Fprintf(stdout, "%s: %d chunk(s) stored without a vector received one\n", ns, out.Embedded)
 	}
 	if out.Skipped != "" {
 		fmt.Fprintf(stdout, "%s: nothing to do (%s)\n", ns, out.Skipped)

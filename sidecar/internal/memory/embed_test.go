@@ -222,6 +222,19 @@ func TestEmbeddingFailureFallsBackToKeywords(t *testing.T) {
 		t.Errorf("recovery not logged:\n%s", logs.String())
 	}
 
+	// The nightly fill is Reindex; without an endpoint it has nothing to do.
+	mustIndex(t, m, Doc{Namespace: "user:alice", Source: SourceNote, SourceRef: "second", Text: "Another note on trains.", Ephemeral: true})
+	srv.failing.Store(true)
+	clock.Advance(2 * embedRetryAfter)
+	mustIndex(t, m, Doc{Namespace: "user:alice", Source: SourceNote, SourceRef: "down", Text: "Written while the endpoint was down.", Ephemeral: true})
+	srv.failing.Store(false)
+	if n, err := m.FillVectors(ctx, "user:alice"); err != nil || n != 1 {
+		t.Fatalf("FillVectors = %d, %v", n, err)
+	}
+	if n, err := New(db, Options{}).FillVectors(ctx, "user:alice"); err != nil || n != 0 {
+		t.Fatalf("FillVectors without an endpoint = %d, %v", n, err)
+	}
+
 	// A failing Reindex reports what is left.
 	srv.failing.Store(true)
 	mustIndex(t, m, Doc{Namespace: "user:alice", Source: SourceNote, SourceRef: "new", Text: "A third note.", Ephemeral: true})

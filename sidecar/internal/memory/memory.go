@@ -529,6 +529,16 @@ func (m *Memory) Stats(ctx context.Context, ns string) (Stats, error) {
 	return st, nil
 }
 
+// FillVectors is Reindex for the nightly cycle: it returns how many chunks of ns
+// received a vector, and nothing to do without an embeddings endpoint.
+func (m *Memory) FillVectors(ctx context.Context, ns string) (int, error) {
+	if m.emb == nil {
+		return 0, nil
+	}
+	res, err := m.Reindex(ctx, ns)
+	return res.Embedded, err
+}
+
 // ReindexResult is what Reindex did.
 type ReindexResult struct {
 	Embedded  int // chunks that received a vector

@@ -62,6 +62,14 @@ type Retainer interface {
 	ApplyRetention(ctx context.Context, ns string, days int) (int, error)
 }
 
+// VectorFiller gives the namespace's chunks that were stored without a vector of the
+// current model (the embeddings endpoint was down, or the model changed) theirs. It
+// returns how many received one; without an embeddings endpoint it does nothing.
+// *memory.Memory satisfies it.
+type VectorFiller interface {
+	FillVectors(ctx context.Context, ns string) (int, error)
+}
+
 // HistoryPruner applies history retention to one namespace: a user's finished tasks
 // (with their events) and audit entries, or a conversation's log. It returns how many
 // rows went.
@@ -150,9 +158,10 @@ type Config struct {
 	MaxFacts    int
 	MaxTopics   int
 
-	Indexer  Indexer  // optional
-	Retainer Retainer // optional
-	Remover  Remover  // optional: the local copy is deleted when nil
+	Indexer  Indexer      // optional
+	Retainer Retainer     // optional
+	Vectors  VectorFiller // optional
+	Remover  Remover      // optional: the local copy is deleted when nil
 	Logger   *slog.Logger
 }
 
@@ -352,6 +361,7 @@ type Outcome struct {
 	Expired      int      // ephemeral facts ended (all namespaces)
 	RemovedFiles []string // dated files deleted by retention
 	PrunedRows   int      // history rows deleted by history retention
+	Embedded     int      // chunks that received their missing vector
 	// Warnings are failures after the answer was filed (USER.md, index, retention):
 	// already logged, they do not undo the run.
 	Warnings []string
@@ -579,8 +589,21 @@ func (c *Cycle) recordFailure(ctx context.Context, ns string, now time.Time, las
 	}
 }
 
-// housekeeping expires ephemeral facts and applies retention; failures are warnings.
+// housekeeping expires ephemeral facts, applies retention and then gives the chunks
+// left without a vector theirs; failures are warnings.
 func (c *Cycle) housekeeping(ctx context.Context, ns Namespace, loc *time.Location, now time.Time, out *Outcome) {
+	c.retain(ctx, ns, loc, now, out)
+	if c.cfg.Vectors != nil {
+		n, err := c.cfg.Vectors.FillVectors(ctx, ns.String())
+		out.Embedded = n
+		if err != nil {
+			c.warn(out, "fill missing vectors", err)
+		}
+	}
+}
+
+// retain expires ephemeral facts and applies retention.
+func (c *Cycle) retain(ctx context.Context, ns Namespace, loc *time.Location, now time.Time, out *Outcome) {
 	n, err := c.graph.ExpireEphemeral(ctx, now)
 	if err != nil {
 		c.warn(out, "expire ephemeral facts", err)

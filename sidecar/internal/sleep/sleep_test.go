@@ -40,11 +40,21 @@ func (s *scripted) last() string {
 	return s.prompts[len(s.prompts)-1]
 }
 
-// recordingIndexer is an Indexer and Retainer that remembers its calls.
+// recordingIndexer is an Indexer, Retainer and VectorFiller that remembers its calls.
 type recordingIndexer struct {
 	mu       sync.Mutex
 	docs     []Doc
 	retained []int
+	calls    []string // retention and vector fills, in order
+	filled   int      // what FillVectors reports
+	fillErr  error
+}
+
+func (r *recordingIndexer) FillVectors(_ context.Context, ns string) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.calls = append(r.calls, "fill "+ns)
+	return r.filled, r.fillErr
 }
 
 func (r *recordingIndexer) IndexDocument(_ context.Context, d Doc) error {
@@ -58,6 +68,7 @@ func (r *recordingIndexer) ApplyRetention(_ context.Context, ns string, days int
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.retained = append(r.retained, days)
+	r.calls = append(r.calls, "retain "+ns)
 	return 0, nil
 }
 
@@ -89,7 +100,7 @@ func newEnv(t *testing.T, cfg Config) *env {
 	cfg.UserRoot = func(uid string) string { return filepath.Join(e.users, uid) }
 	cfg.ChannelRoot = func(token string) string { return filepath.Join(e.channels, token) }
 	cfg.BotDir = "istota"
-	cfg.Indexer, cfg.Retainer = e.idx, e.idx
+	cfg.Indexer, cfg.Retainer, cfg.Vectors = e.idx, e.idx, e.idx
 	cur := curation.New(curation.Options{Clock: func() time.Time { return e.now }})
 	if e.cycle, err = New(db, e.graph, cur, e.ext, cfg); err != nil {
 		t.Fatal(err)
@@ -650,6 +661,27 @@ func TestRetention(t *testing.T) {
 	}
 	if len(e.idx.retained) != 1 || e.idx.retained[0] != 30 {
 		t.Fatalf("index retention %v", e.idx.retained)
+	}
+}
+
+// Chunks stored while the embeddings endpoint was down get their vectors overnight,
+// after retention (nothing is embedded only to be deleted); a failure is a warning.
+func TestMissingVectorsAreFilledAfterRetention(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, Config{RetentionDays: 30})
+	e.now = time.Date(2026, 3, 29, 1, 0, 0, 0, time.UTC)
+	e.idx.filled = 3
+	out, err := e.cycle.Run(ctx, "user:alice", e.now)
+	if err != nil || out.Embedded != 3 {
+		t.Fatalf("%+v %v", out, err)
+	}
+	if got := strings.Join(e.idx.calls, ", "); got != "retain user:alice, fill user:alice" {
+		t.Fatalf("calls: %s", got)
+	}
+	e.idx.fillErr = errors.New("embeddings endpoint: connection refused")
+	out, err = e.cycle.Run(ctx, "channel:tok1", e.now)
+	if err != nil || len(out.Warnings) != 1 || !strings.Contains(out.Warnings[0], "fill missing vectors") {
+		t.Fatalf("a failing fill: %+v %v", out, err)
 	}
 }
 
