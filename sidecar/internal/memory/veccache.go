@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 )
@@ -276,7 +277,7 @@ func (sp *vecSpace) addRows(rows *sql.Rows) error {
 		sp.pos[id] = len(sp.ids)
 		sp.ids = append(sp.ids, id)
 		n := len(sp.codes)
-		sp.codes = append(sp.codes, make([]int8, sp.dim)...)
+		sp.codes = slices.Grow(sp.codes, sp.dim)[:n+sp.dim] // every byte is written next
 		quantizeEncoded(blob, sp.codes[n:])
 	}
 	return rows.Err()
