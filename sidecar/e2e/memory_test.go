@@ -2,11 +2,19 @@ package e2e
 
 import (
 	"database/sql"
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+	"unicode"
 
 	"github.com/istota/istota/sidecar/internal/brain/claude/fakeapi"
 	"github.com/istota/istota/sidecar/internal/store"
@@ -129,5 +137,110 @@ func TestSleepCycleWithTheRealCLI(t *testing.T) {
 	}
 	if noted != 1 {
 		t.Errorf("the answer was delivered %d times: %+v", noted, f.talk.Messages())
+	}
+}
+
+// meaningEmbeddings is an OpenAI-compatible embeddings endpoint whose vectors carry
+// meaning the way a model's do, in miniature: each word is a direction, and "chai" and
+// "tea" are the same one, so a search for chai finds tea by meaning alone.
+func meaningEmbeddings(t *testing.T) (*httptest.Server, *atomic.Int64) {
+	t.Helper()
+	const dim = 64
+	var texts atomic.Int64
+	wordVector := func(w string) []float64 {
+		if w == "chai" {
+			w = "tea"
+		}
+		h := fnv.New64a()
+		h.Write([]byte(w))
+		r := rand.New(rand.NewPCG(h.Sum64(), 1))
+		v := make([]float64, dim)
+		for i := range v {
+			v[i] = r.NormFloat64()
+		}
+		return v
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Model string   `json:"model"`
+			Input []string `json:"input"`
+		}
+		if r.URL.Path != "/v1/embeddings" || json.NewDecoder(r.Body).Decode(&req) != nil || req.Model != "e2e-embed" {
+			http.Error(w, "bad request", http.StatusBadRequest)
+			return
+		}
+		texts.Add(int64(len(req.Input)))
+		type item struct {
+			Index     int       `json:"index"`
+			Embedding []float64 `json:"embedding"`
+		}
+		var data []item
+		for i, text := range req.Input {
+			v := make([]float64, dim)
+			for _, word := range strings.FieldsFunc(strings.ToLower(text), func(r rune) bool { return !unicode.IsLetter(r) }) {
+				if len(word) < 3 {
+					continue
+				}
+				for k, x := range wordVector(word) {
+					v[k] += x
+				}
+			}
+			v[0] += 1e-3 // no text without a vector
+			data = append(data, item{i, v})
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]any{"object": "list", "data": data, "model": req.Model})
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &texts
+}
+
+// TestMemorySearchByMeaning: with an embeddings endpoint configured, what is said in a
+// conversation is indexed with vectors, and `!memory search` finds it by a word it does
+// not contain. Two faults this once found: the first hybrid search made the vector index
+// on the one write connection while the chat command held it in its transaction, and
+// the sidecar hung; and once the index existed, its trigger refused every vector stored
+// later (storing one is an UPDATE).
+func TestMemorySearchByMeaning(t *testing.T) {
+	const token = "meaning1"
+	emb, texts := meaningEmbeddings(t)
+	f := newFixtureWith(t, fakeapi.Script{fakeapi.Reply("Noted: a cup every morning.")}, sidecarOptions{
+		extraConfig: fmt.Sprintf("[memory]\nembeddings_url = %q\nembeddings_model = \"e2e-embed\"\n", emb.URL),
+	}, token)
+	f.sc.start()
+	answer := func(id int64) string {
+		var got string
+		waitFor(t, fmt.Sprintf("the answer to message %d", id), 2*time.Minute, func() bool {
+			for _, m := range f.talk.Messages() {
+				if m.ReplyTo == id {
+					got = m.Message
+				}
+			}
+			return got != ""
+		}, f.sc.logs)
+		return got
+	}
+	f.say(t, token, 1, "alice", "!memory search kettle")
+	if got := answer(1); !strings.HasPrefix(got, "Nothing found") {
+		t.Fatalf("a search in an empty memory found %q", got)
+	}
+	f.say(t, token, 2, "alice", "I drink green tea every morning")
+	answer(2)
+	// The exchange is indexed after the answer; wait until its chunks have vectors.
+	waitFor(t, "the conversation's chunks with vectors", time.Minute, func() bool {
+		var with, without int
+		f.sc.db().QueryRow(`SELECT count(*) FILTER (WHERE embedding IS NOT NULL), count(*) FILTER (WHERE embedding IS NULL)
+			FROM memory_chunks WHERE namespace = 'user:alice' AND content LIKE '%green tea%'`).Scan(&with, &without)
+		return with > 0 && without == 0
+	}, f.sc.logs)
+	f.say(t, token, 3, "alice", "!memory search chai")
+	if got := answer(3); !strings.Contains(got, "green tea") {
+		t.Fatalf("!memory search chai = %q\n--- log ---\n%s", got, f.sc.logs())
+	}
+	if texts.Load() == 0 {
+		t.Fatal("the embeddings endpoint was never asked")
+	}
+	if logs := f.sc.logs(); strings.Contains(logs, "embeddings endpoint failed") {
+		t.Fatalf("the embeddings endpoint was marked failing:\n%s", logs)
 	}
 }

@@ -30,7 +30,12 @@ func (s *sidecar) openMemory() (*memory.Memory, error) {
 		}
 		opts.Embedder = emb
 	}
-	return memory.New(s.db, opts), nil
+	m := memory.New(s.db, opts)
+	if err := m.PrepareVectorIndex(context.Background()); err != nil {
+		// Searches still answer, comparing every vector.
+		s.log.Warn("memory: the vector index could not be made", "err", err)
+	}
+	return m, nil
 }
 
 // factStore adapts the knowledge graph to the memory_search skill.

@@ -120,13 +120,13 @@ func BenchmarkSearch(b *testing.B) {
 		} {
 			m := New(db, Options{Embedder: mode.emb, Clock: clock})
 			// Timed apart from the searches, and reported inside the sub-benchmark (a
-			// parent benchmark's log is not printed): the vector index, made once, the
-			// first time a search needs it, and the first search of the namespace, which
+			// parent benchmark's log is not printed): the vector index, made once at
+			// start for vectors stored without it, and the first search of the namespace, which
 			// loads its vectors into the vector cache (later ones only apply what changed).
 			var once []string
 			if mode.emb != nil {
 				start := time.Now()
-				if _, _, err := m.vecIndex(ctx, benchDim); err != nil {
+				if err := m.PrepareVectorIndex(ctx); err != nil {
 					b.Fatal(err)
 				}
 				once = append(once, fmt.Sprintf("memory search: vector index made from %d stored vectors (once)", n), time.Since(start).Round(time.Millisecond).String())

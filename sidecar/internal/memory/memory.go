@@ -642,6 +642,14 @@ func (m *Memory) embedBatch(ctx context.Context, batch []pending) (int, error) {
 	model := m.emb.Model()
 	stored := 0
 	err = m.withTx(ctx, "store vectors", func(tx *sql.Tx) error {
+		for _, v := range vecs {
+			if len(v) > 0 {
+				if err := m.ensureVecIndex(ctx, tx, len(v)); err != nil {
+					return err
+				}
+				break
+			}
+		}
 		stmt, err := tx.PrepareContext(ctx, `UPDATE memory_chunks SET embedding = ?, embed_model = ? WHERE id = ? AND content_hash = ?`)
 		if err != nil {
 			return err

@@ -625,7 +625,14 @@ func (m *Memory) semantic(ctx context.Context, qv []float32, q Query, filter str
 // chunk the filter allows when ids is nil) and returns the best n, best first.
 func (m *Memory) rankVectors(ctx context.Context, qv []float32, filter string, filterArgs []any, n int, ids []int64, lexical []candidate) ([]candidate, error) {
 	args := append([]any{m.emb.Model()}, filterArgs...)
-	query := `SELECT c.id, c.embedding FROM memory_chunks c
+	from := "memory_chunks c"
+	if ids != nil && m.db.Dialect() == store.SQLite {
+		// Found by id: left to itself, SQLite's planner reads the namespace's every row
+		// through the namespace index to pick out the few ids (9 ms of a search at
+		// 75,000 chunks); NOT INDEXED leaves it the primary key.
+		from = "memory_chunks c NOT INDEXED"
+	}
+	query := `SELECT c.id, c.embedding FROM ` + from + `
 		WHERE c.embed_model = ? AND c.embedding IS NOT NULL AND ` + filter
 	if ids != nil {
 		query += ` AND c.id IN (` + placeholders(len(ids)) + `)`

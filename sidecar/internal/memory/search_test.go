@@ -517,11 +517,12 @@ func TestVectorIndexAgreesWithFullComparison(t *testing.T) {
 	if left != 0 {
 		t.Errorf("%d vectors of deleted chunks left in the index", left)
 	}
-	// Another model gets its own index; the old one is dropped.
+	// Another model gets its own index with its first vectors; the old one is dropped.
 	m2 := New(db, Options{Embedder: &denseEmbedder{model: "dense-b", vecs: vecs}})
-	table2, _, err := m2.vecIndex(ctx, 64)
-	if err != nil || table2 == table {
-		t.Fatalf("new model's index: %s %v", table2, err)
+	mustIndex(t, m2, Doc{Namespace: "user:alice", Source: SourceMemoryFile, SourceRef: "other-model", Text: g.paragraph(3)})
+	table2, ok2, err := m2.vecIndex(ctx, 64)
+	if err != nil || !ok2 || table2 == table {
+		t.Fatalf("new model's index: %s %v %v", table2, ok2, err)
 	}
 	var n int
 	db.Read.QueryRow(`SELECT count(*) FROM sqlite_master WHERE name = ?`, table).Scan(&n)

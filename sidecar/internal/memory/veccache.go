@@ -48,10 +48,11 @@ const (
 	// vecChangeBatch bounds the ids read back in one query when applying changes.
 	vecChangeBatch = 500
 	// cacheCandidates is how many nearest by code are ranked exactly per wanted
-	// result. Selecting more costs next to nothing here (unlike in sqlite-vec, whose
-	// selection is k passes over each chunk of vectors), and at few dimensions the
-	// rounding of the codes can swap the last wanted result with the next ones.
-	cacheCandidates = 3
+	// result: at few dimensions the rounding of the codes can swap the last wanted
+	// result with the next ones. Selecting them costs next to nothing here (unlike in
+	// sqlite-vec, whose selection is k passes over each chunk of vectors); each is read
+	// back from the database to be ranked, so not more than needed.
+	cacheCandidates = 2
 )
 
 // vecCache holds the vector spaces of one index table.

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/istota/istota/sidecar/internal/store"
 )
@@ -82,11 +83,8 @@ func newCacheFixture(t *testing.T, budget int64) *cacheFixture {
 	}
 	writer := New(db, Options{Embedder: &denseEmbedder{model: "dense-a", vecs: vecs}, HalfLife: -1})
 	f := &cacheFixture{t: t, ctx: context.Background(), db: db, searcher: searcher, writer: writer, gen: newTextGen(7)}
-	table, ok, err := searcher.vecIndex(f.ctx, 64)
-	if err != nil || !ok {
-		t.Fatalf("index: %v %v", ok, err)
-	}
-	f.table = table
+	// The index is made with the first vectors stored.
+	f.table = vecTable("dense-a", 64)
 	return f
 }
 
@@ -369,5 +367,52 @@ func TestChunksEmbeddedAfterTheIndexExistsKeepTheirVectors(t *testing.T) {
 	}
 	if all == 0 || withVector != all || inIndex != all {
 		t.Fatalf("%d chunks, %d with a vector, %d in the index", all, withVector, inIndex)
+	}
+}
+
+// A chat command is answered inside the transaction that records its message, which
+// holds the one write connection: a search must never need it. The first hybrid search
+// once made the vector index there and waited for itself forever, and with it every
+// write of the sidecar.
+func TestSearchInsideAWriteTransaction(t *testing.T) {
+	vecs := newDenseVectors(64)
+	m, db, _ := newMemory(t, Options{Embedder: &denseEmbedder{model: "dense-a", vecs: vecs}, HalfLife: -1})
+	if db.Dialect() == store.Postgres {
+		t.Skip("the vector index is sqlite-vec's")
+	}
+	ctx := context.Background()
+	// Vectors stored before any index (as an upgrade leaves them: the index was renamed).
+	v, _ := unitVector(vecs.embed("green tea every morning"))
+	if _, err := db.Write.Exec(`INSERT INTO memory_chunks (namespace, source, source_ref, content, content_hash, ephemeral, created_at, indexed_at, embedding, embed_model)
+		VALUES ('user:alice', 'note', 'tea', 'green tea every morning', 'h1', 1, ?, ?, ?, 'dense-a')`,
+		store.FormatTime(testNow), store.FormatTime(testNow), encodeVector(v)); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := db.Write.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	hits, err := m.Search(sctx, Query{Namespaces: []string{"user:alice"}, Text: "tea"})
+	if err != nil || len(hits) != 1 {
+		t.Fatalf("search inside a write transaction: %v %v", refs(hits), err)
+	}
+	tx.Rollback()
+	// At start the index is made for the vectors stored without one.
+	if err := m.PrepareVectorIndex(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if table, ok, err := m.vecIndex(ctx, 64); err != nil || !ok || table != vecTable("dense-a", 64) {
+		t.Fatalf("index after PrepareVectorIndex: %s %v %v", table, ok, err)
+	}
+	if n := countRows(t, db, "1"); n != 1 {
+		t.Fatalf("%d chunks", n)
+	}
+	var inIndex int
+	db.Read.QueryRow(`SELECT count(*) FROM ` + vecTable("dense-a", 64)).Scan(&inIndex)
+	if inIndex != 1 {
+		t.Fatalf("%d vectors in the index made at start, want 1", inIndex)
 	}
 }

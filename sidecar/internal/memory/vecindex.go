@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"database/sql"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -45,20 +46,31 @@ func vecTable(model string, dim int) string {
 	return "memory_vec_" + hex.EncodeToString(sum[:6])
 }
 
-// vecIndex returns the index table for the configured model at dim dimensions, making
-// and filling it the first time. ok is false when no index can serve (the dimension is
-// not a multiple of 8): the search then compares every vector.
-func (m *Memory) vecIndex(ctx context.Context, dim int) (string, bool, error) {
+// vecIndexable reports whether vectors of dim dimensions of the configured model can
+// have an index, and its table's name.
+func (m *Memory) vecIndexable(dim int) (string, bool) {
 	if m.emb == nil || dim <= 0 || dim%8 != 0 || dim > 8192 {
-		return "", false, nil
+		return "", false
 	}
 	if m.db.Dialect() == store.Postgres {
 		// sqlite-vec is an SQLite extension and pgvector is not in Debian's PostgreSQL:
 		// on PostgreSQL every stored vector of the namespaces is compared (rankVectors).
+		return "", false
+	}
+	return vecTable(m.emb.Model(), dim), true
+}
+
+// vecIndex returns the index table for the configured model at dim dimensions. ok is
+// false when there is none (yet): the search then compares every vector. A search
+// never makes the index: it may run inside a caller's write transaction (a chat
+// command is answered in the transaction that records the message), and the one
+// write connection would then wait for itself. The index is made where vectors are
+// stored (ensureVecIndex) and at start (PrepareVectorIndex).
+func (m *Memory) vecIndex(ctx context.Context, dim int) (string, bool, error) {
+	table, ok := m.vecIndexable(dim)
+	if !ok {
 		return "", false, nil
 	}
-	model := m.emb.Model()
-	table := vecTable(model, dim)
 	m.vecMu.Lock()
 	defer m.vecMu.Unlock()
 	if m.vecReady == table {
@@ -69,13 +81,72 @@ func (m *Memory) vecIndex(ctx context.Context, dim int) (string, bool, error) {
 		return "", false, fmt.Errorf("memory: vector index: %w", err)
 	}
 	if exists == 0 {
-		if err := m.withTx(ctx, "make the vector index", func(tx *sql.Tx) error { return makeVecIndex(ctx, tx, table, model, dim) }); err != nil {
-			return "", false, err
-		}
-		m.log.Info("made the vector index of the memory search", "model", model, "dimensions", dim)
+		return "", false, nil
 	}
 	m.vecReady = table
 	return table, true, nil
+}
+
+// ensureVecIndex makes the index for vectors of dim dimensions in tx, the transaction
+// about to store such vectors, unless it exists. Made there, it holds every vector
+// stored before and its triggers take the ones being stored.
+func (m *Memory) ensureVecIndex(ctx context.Context, tx *sql.Tx, dim int) error {
+	table, ok := m.vecIndexable(dim)
+	if !ok {
+		return nil
+	}
+	m.vecMu.Lock()
+	ready := m.vecReady == table
+	m.vecMu.Unlock()
+	if ready {
+		return nil
+	}
+	var exists int
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?`, table).Scan(&exists); err != nil {
+		return fmt.Errorf("vector index: %w", err)
+	}
+	if exists > 0 {
+		return nil
+	}
+	// In a savepoint: an index that fails to be made is not half made, and the vectors
+	// are stored all the same (searches then compare every vector).
+	if _, err := tx.ExecContext(ctx, `SAVEPOINT vec_index`); err != nil {
+		return fmt.Errorf("vector index: %w", err)
+	}
+	model := m.emb.Model()
+	if err := makeVecIndex(ctx, tx, table, model, dim); err != nil {
+		m.log.Warn("could not make the vector index of the memory search; searches compare every vector", "model", model, "dimensions", dim, "err", err)
+		if _, rerr := tx.ExecContext(ctx, `ROLLBACK TO vec_index`); rerr != nil {
+			return fmt.Errorf("vector index: %w (undoing it: %w)", err, rerr)
+		}
+	} else {
+		m.log.Info("made the vector index of the memory search", "model", model, "dimensions", dim)
+	}
+	if _, err := tx.ExecContext(ctx, `RELEASE vec_index`); err != nil {
+		return fmt.Errorf("vector index: %w", err)
+	}
+	return nil
+}
+
+// PrepareVectorIndex makes the index for the vectors already stored by the configured
+// model, if they have none (an upgrade renamed it, or the model changed back): call it
+// at start, outside any transaction. It takes a few seconds per 100,000 vectors, once.
+func (m *Memory) PrepareVectorIndex(ctx context.Context) error {
+	if m.emb == nil || m.db.Dialect() == store.Postgres {
+		return nil
+	}
+	var width sql.NullInt64
+	err := m.db.Read.QueryRowContext(ctx, `SELECT length(embedding) FROM memory_chunks
+		WHERE embed_model = ? AND embedding IS NOT NULL LIMIT 1`, m.emb.Model()).Scan(&width)
+	if errors.Is(err, sql.ErrNoRows) || !width.Valid {
+		return nil // made with the first vectors stored
+	}
+	if err != nil {
+		return fmt.Errorf("memory: vector index: %w", err)
+	}
+	return m.withTx(ctx, "make the vector index", func(tx *sql.Tx) error {
+		return m.ensureVecIndex(ctx, tx, int(width.Int64/4))
+	})
 }
 
 // makeVecIndex drops the indexes of other models, creates table with its triggers and
