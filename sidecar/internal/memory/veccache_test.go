@@ -100,6 +100,31 @@ func (f *cacheFixture) exec(query string, args ...any) {
 	}
 }
 
+// agrees insists that the vector ranking of text in ns is the one comparing every
+// stored vector gives, and not empty.
+func (f *cacheFixture) agrees(ns, text, when string) {
+	f.t.Helper()
+	qv, _ := f.searcher.queryVector(f.ctx, text)
+	q := Query{Namespaces: []string{ns}}
+	filter, args := q.filter("c.")
+	full, err := f.searcher.rankVectors(f.ctx, qv, filter, args, 10, nil, nil)
+	if err != nil {
+		f.f(when, err)
+	}
+	ranked, err := f.searcher.semantic(f.ctx, qv, q, filter, args, 10, nil)
+	if err != nil {
+		f.f(when, err)
+	}
+	if len(full) == 0 || len(ranked) != len(full) {
+		f.t.Fatalf("%s, %q: %d hits ranked, %d comparing every vector", when, text, len(ranked), len(full))
+	}
+	for i := range full {
+		if ranked[i].id != full[i].id {
+			f.t.Fatalf("%s, %q: rank %d is %d, %d comparing every vector", when, text, i, ranked[i].id, full[i].id)
+		}
+	}
+}
+
 // check searches ns through the cache and insists that it served and agrees with
 // comparing every stored vector, and that it holds exactly the namespace's vectors.
 func (f *cacheFixture) check(ns, when string) {
@@ -110,24 +135,7 @@ func (f *cacheFixture) check(ns, when string) {
 		if err != nil || !cached {
 			f.t.Fatalf("%s: the cache did not serve %s: %v %v", when, ns, cached, err)
 		}
-		q := Query{Namespaces: []string{ns}}
-		filter, args := q.filter("c.")
-		full, err := f.searcher.rankVectors(f.ctx, qv, filter, args, 10, nil, nil)
-		if err != nil {
-			f.f(when, err)
-		}
-		indexed, err := f.searcher.semantic(f.ctx, qv, q, filter, args, 10, nil)
-		if err != nil {
-			f.f(when, err)
-		}
-		if len(indexed) != len(full) {
-			f.t.Fatalf("%s, %q: %d hits through the cache, %d comparing every vector", when, text, len(indexed), len(full))
-		}
-		for i := range full {
-			if indexed[i].id != full[i].id {
-				f.t.Fatalf("%s, %q: rank %d is %d through the cache, %d comparing every vector", when, text, i, indexed[i].id, full[i].id)
-			}
-		}
+		f.agrees(ns, text, when)
 	}
 	var want []int64
 	rows, err := f.db.Read.QueryContext(f.ctx, `SELECT id FROM memory_chunks WHERE namespace = ? AND embedding IS NOT NULL AND embed_model = 'dense-a' ORDER BY id`, ns)
@@ -293,16 +301,7 @@ func TestVectorCacheStaysWithinItsBudget(t *testing.T) {
 	if _, cached, err := f.searcher.nearestCached(f.ctx, f.table, "user:carol", qv, 10); cached || err != nil {
 		t.Fatalf("carol's namespace was cached: %v %v", cached, err)
 	}
-	q := Query{Namespaces: []string{"user:carol"}}
-	filter, args := q.filter("c.")
-	indexed, err := f.searcher.semantic(f.ctx, qv, q, filter, args, 10, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	full, err := f.searcher.rankVectors(f.ctx, qv, filter, args, 10, nil, nil)
-	if err != nil || len(full) == 0 || len(indexed) != len(full) {
-		t.Fatalf("carol: %d hits by the index, %d comparing every vector (%v)", len(indexed), len(full), err)
-	}
+	f.agrees("user:carol", "budget Lisbon", "carol, through sqlite-vec")
 	f.searcher.vecs.mu.Lock()
 	used = f.searcher.vecs.used
 	f.searcher.vecs.mu.Unlock()
