@@ -29,9 +29,10 @@ import (
 // The namespaces searched lately are also held in memory (veccache.go), where the same
 // search takes an eighth of the time; sqlite-vec answers for the others.
 //
-// A table holds one model's vectors (their dimension is fixed); it is made the first
-// time a search needs it, filled from the stored vectors, and dropped with its triggers
-// when the configured model changes.
+// A table holds one model's vectors (their dimension is fixed); it is made in the
+// transaction that stores the model's first vectors, or at start for vectors stored
+// without one (never by a search: see vecIndex), filled from the stored vectors, and
+// dropped with its triggers when another model's index is made.
 
 // vecCandidates is how many nearest neighbours by the quantised vectors are ranked
 // exactly, per wanted result; int8 keeps the true order so closely that one is enough
