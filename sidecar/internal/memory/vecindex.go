@@ -145,8 +145,12 @@ func (m *Memory) PrepareVectorIndex(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("memory: vector index: %w", err)
 	}
+	dim := int(width.Int64 / 4)
+	if _, ok, err := m.vecIndex(ctx, dim); err != nil || ok {
+		return err // there already: no write transaction at every start
+	}
 	return m.withTx(ctx, "make the vector index", func(tx *sql.Tx) error {
-		return m.ensureVecIndex(ctx, tx, int(width.Int64/4))
+		return m.ensureVecIndex(ctx, tx, dim)
 	})
 }
 
