@@ -3,6 +3,9 @@
  *
  *   istota-init [--protocol=1] [--forward PORT=SOCKET]... [--rlimit NAME=VALUE]...
  *               [--prlimit PATH] [--exec] -- command [args...]
+ *   istota-init [--protocol=1] [--forward PORT=SOCKET]... [--rlimit NAME=VALUE]...
+ *               --session FD
+ *   istota-init [--protocol=1] --attach          (on the host; see "sessions" below)
  *
  * It serves each --forward as a listener on 127.0.0.1:PORT inside the sandbox's network
  * namespace and passes every connection to the Unix socket (Claude Code cannot use a Unix
@@ -19,6 +22,8 @@
  * start and exit cost several milliseconds, this costs a fraction of one.
  *
  * Where the two differ on purpose:
+ *   - Sessions (--session, --attach: one sandbox serving a task's commands) are this
+ *     init's alone; the Go one declares the flags, for the same usage, and refuses them.
  *   - The limits are set with setrlimit in the vforked child right before execve, so the
  *     init itself is never bound by them and no second program (util-linux prlimit, or a
  *     second Go start) runs. --prlimit is accepted as Protocol 1 defines it and ignored.
@@ -35,6 +40,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -67,6 +73,8 @@ static const char NAME[] = "istota-init";
  * same help texts, the same layout. The shared tests compare the two byte for byte. */
 static const char USAGE[] =
 	"Usage of istota-init:\n"
+	"  -attach\n"
+	"    \tinternal, on the host: run the command sent on descriptor 4 in the sandbox whose session socket is descriptor 3\n"
 	"  -exec\n"
 	"    \tinternal: set the limits, then exec the command in place\n"
 	"  -forward PORT=SOCKET\n"
@@ -76,7 +84,9 @@ static const char USAGE[] =
 	"  -protocol int\n"
 	"    \tversion of the sidecar's command line; another than this init's is refused (default 1)\n"
 	"  -rlimit NAME=VALUE\n"
-	"    \tNAME=VALUE: resource limit of the command: as, nproc, nofile or cpu (repeatable)\n";
+	"    \tNAME=VALUE: resource limit of the command: as, nproc, nofile or cpu (repeatable)\n"
+	"  -session FD\n"
+	"    \tserve the commands sent over the session socket FD instead of running one command (istota-init only)\n";
 
 /* Signals passed on to the command; SIGCHLD tells the loop that a child ended. */
 static const int forwarded_signals[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
@@ -207,6 +217,8 @@ struct limit {
 
 struct options {
 	bool exec_only;
+	bool attach;    /* on the host: hand a command to a session (run_attach) */
+	int session_fd; /* > 0: serve a session's commands (serve_session) */
 	struct forward *forwards;
 	size_t nforwards;
 	struct limit *limits;
@@ -376,6 +388,19 @@ static bool set_value(struct options *o, const char *name, const char *value, st
 		}
 		return true;
 	}
+	if (strcmp(name, "session") == 0) {
+		long long fd;
+		if (!parse_int(value, &fd)) {
+			msg_str(err, "parse error");
+			return false;
+		}
+		if (fd < 3 || fd > INT_MAX) {
+			msg_str(err, "want a descriptor above 2");
+			return false;
+		}
+		o->session_fd = (int)fd;
+		return true;
+	}
 	/* prlimit: any path. This init sets the limits itself and does not use it. */
 	return true;
 }
@@ -443,8 +468,9 @@ static int parse_flags(int argc, char **argv, struct options *o)
 			name = namebuf;
 			value = eq + 1;
 		}
-		bool known = strcmp(name, "exec") == 0 || strcmp(name, "forward") == 0 || strcmp(name, "prlimit") == 0 ||
-			     strcmp(name, PROTOCOL_FLAG) == 0 || strcmp(name, "rlimit") == 0;
+		bool known = strcmp(name, "attach") == 0 || strcmp(name, "exec") == 0 || strcmp(name, "forward") == 0 ||
+			     strcmp(name, "prlimit") == 0 || strcmp(name, PROTOCOL_FLAG) == 0 ||
+			     strcmp(name, "rlimit") == 0 || strcmp(name, "session") == 0;
 		if (!known) {
 			if (strcmp(name, "help") == 0 || strcmp(name, "h") == 0) {
 				msg_str(&m, USAGE);
@@ -455,15 +481,18 @@ static int parse_flags(int argc, char **argv, struct options *o)
 			msg_str(&m, name);
 			return fail_flag(&m);
 		}
-		if (strcmp(name, "exec") == 0) {
+		if (strcmp(name, "exec") == 0 || strcmp(name, "attach") == 0) {
 			int b = value ? parse_bool(value) : 1;
 			if (b < 0) {
 				msg_str(&m, "invalid boolean value ");
 				msg_quote(&m, value);
-				msg_str(&m, " for -exec: parse error");
+				msg_fmt(&m, " for -%s: parse error", name);
 				return fail_flag(&m);
 			}
-			o->exec_only = b;
+			if (name[0] == 'e')
+				o->exec_only = b;
+			else
+				o->attach = b;
 			continue;
 		}
 		if (!value) {
@@ -487,7 +516,7 @@ static int parse_flags(int argc, char **argv, struct options *o)
 		}
 	}
 	o->argv = argv + i;
-	if (i == argc) {
+	if (i == argc && !o->attach && o->session_fd == 0) {
 		struct msg m;
 		msg_start(&m);
 		msg_str(&m, "no command given after --");
@@ -516,7 +545,7 @@ static bool find_executable(const char *p)
 /* look_path is sandboxinit.lookPath (Go's exec.LookPath): a name with a slash is used as
  * is once it exists; else the first executable on PATH, where a hit in a relative PATH
  * entry counts as not found (Go's ErrDot). It returns NULL after saying why. */
-static char *look_path(const char *name)
+static char *look_path(const char *name, const char *path)
 {
 	struct msg m;
 	if (strchr(name, '/')) {
@@ -529,7 +558,6 @@ static char *look_path(const char *name)
 		}
 		return strdup(name);
 	}
-	const char *path = getenv("PATH");
 	while (path && *path) {
 		const char *colon = strchr(path, ':');
 		size_t n = colon ? (size_t)(colon - path) : strlen(path);
@@ -591,7 +619,7 @@ static bool set_limits(const struct options *o)
  * and become the command. */
 static int exec_in_place(const struct options *o)
 {
-	char *prog = look_path(o->argv[0]);
+	char *prog = look_path(o->argv[0], getenv("PATH"));
 	if (!prog)
 		return 127;
 	if (!check_executable(prog))
@@ -614,7 +642,7 @@ static int exec_in_place(const struct options *o)
 /* After accept fails for want of descriptors or memory, the listener rests this long. */
 #define ACCEPT_PAUSE_MS 100
 
-enum kind { K_SIGNALS, K_LISTENER, K_TCP, K_UNIX };
+enum kind { K_SIGNALS, K_LISTENER, K_TCP, K_UNIX, K_SESSION, K_COMMAND };
 
 /* A watch is what epoll hands back: which kind of descriptor became ready, and whose. */
 struct watch {
@@ -935,21 +963,33 @@ static int exit_code(int status)
  * child only sets its own signal mask and limits (per process, not shared by vfork),
  * stores errno in err and calls _exit; every signal it could receive has its default
  * action, so no handler runs on the borrowed stack. */
-static pid_t start(const struct options *o, const char *prog, const sigset_t *mask, int *code)
+static pid_t start(const struct options *o, const char *prog, char **argv, char **envp, const int *stdio,
+		   const sigset_t *mask, int *code)
 {
 	volatile int err = 0;
 	pid_t pid = vfork();
 	if (pid == 0) {
+		if (stdio) {
+			/* A session's command leads a process group and session of its own, so
+			 * that what it leaves behind can be ended with it. */
+			setsid();
+			for (int fd = 0; fd < 3; fd++) {
+				if (dup2(stdio[fd], fd) < 0) {
+					err = errno;
+					_exit(127);
+				}
+			}
+		}
 		sigprocmask(SIG_SETMASK, mask, NULL);
 		if (set_limits(o))
-			execve(prog, o->argv, environ);
+			execve(prog, argv, envp);
 		err = errno;
 		_exit(127);
 	}
 	struct msg m;
 	msg_start(&m);
 	if (pid < 0) {
-		msg_fmt(&m, "start %s: ", o->argv[0]);
+		msg_fmt(&m, "start %s: ", argv[0]);
 		msg_errno(&m, errno);
 		msg_end(&m);
 		*code = 126;
@@ -965,11 +1005,434 @@ static pid_t start(const struct options *o, const char *prog, const sigset_t *ma
 	if (o->nlimits > 0)
 		msg_str(&m, "set a resource limit or exec the command: ");
 	else
-		msg_fmt(&m, "start %s: ", o->argv[0]);
+		msg_fmt(&m, "start %s: ", argv[0]);
 	msg_errno(&m, e);
 	msg_end(&m);
 	*code = e == ENOENT ? 127 : 126;
 	return -1;
+}
+
+/* ---- sessions ------------------------------------------------------------------------ */
+
+/*
+ * A session is one task's sandbox serving every command of the task (issue 12): bwrap and
+ * the init start once, while the sidecar still pulls the task's files, and each command
+ * then costs one process start on each side of the sandbox instead of a whole sandbox.
+ * The sidecar starts "istota-init --session FD" as pid 1 with no command, and for each
+ * command runs "istota-init --attach" on the host as the process its brain starts, waits
+ * for and signals. Both ends are this program, so they always speak the same version.
+ *
+ *   attach -> init, on the session socket (SOCK_SEQPACKET): "R" with five descriptors:
+ *     the command's channel (attach keeps the other end), the request (attach's
+ *     descriptor 4, written by the sidecar and never read by attach:
+ *     "<argc>\0<envc>\0<cwd>\0<argv>...\0<env>...\0"), and attach's stdin, stdout and
+ *     stderr, which the command gets as its own.
+ *   attach -> init, on the channel: "S" and a signal number, for each forwarded signal
+ *     attach receives.
+ *   init -> attach, on the channel: "E" and the command's status, as the init's exit
+ *     status would be for a single command (128+n for signal n); then the channel ends.
+ *
+ * When a command ends, what it left behind ends too: its process group, and every
+ * process of the sandbox when no other command is running (kill(-1) spares pid 1). A
+ * channel that ends first means attach was killed: the command is killed. The session
+ * socket's end (the sidecar closed it) ends the init, and with it the sandbox.
+ */
+
+#define SESSION_FDS 5
+/* A request holds a command line and an environment; execve takes no more than this. */
+#define REQUEST_MAX (16 << 20)
+
+struct command {
+	struct watch w;
+	int chan;        /* the attach end's channel; -1 once it has ended */
+	uint32_t events; /* what chan is polled for */
+	pid_t pid;       /* 0 once reaped */
+	struct command *next;
+};
+
+static struct command *commands;
+/* Ended commands wait here until the events already taken from epoll are handled. */
+static struct command *ended_commands;
+
+struct request {
+	char *buf;
+	char *cwd;
+	char **argv;
+	char **env;
+};
+
+/* read_request reads and splits one request, or says why not. */
+static bool read_request(int fd, struct request *rq)
+{
+	size_t cap = 4096, len = 0;
+	char *buf = malloc(cap);
+	for (;;) {
+		if (!buf)
+			goto nomem;
+		if (len == cap) {
+			if (cap >= REQUEST_MAX)
+				goto bad;
+			cap *= 2;
+			char *more = realloc(buf, cap);
+			if (!more)
+				goto nomem;
+			buf = more;
+		}
+		ssize_t n = read(fd, buf + len, cap - len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			struct msg m;
+			msg_start(&m);
+			msg_str(&m, "read the command: ");
+			msg_errno(&m, errno);
+			msg_end(&m);
+			free(buf);
+			return false;
+		}
+		if (n == 0)
+			break;
+		len += (size_t)n;
+	}
+	/* Every field ends with a NUL; count them to know where each begins. */
+	{
+		size_t fields = 0;
+		for (size_t i = 0; i < len; i++)
+			fields += buf[i] == 0;
+		if (len == 0 || buf[len - 1] != 0 || fields < 4)
+			goto bad;
+		long long argc, envc;
+		char *p = buf;
+		if (!parse_int(p, &argc) || argc < 1)
+			goto bad;
+		p += strlen(p) + 1;
+		if (!parse_int(p, &envc) || envc < 0 || (size_t)(argc + envc + 3) != fields)
+			goto bad;
+		p += strlen(p) + 1;
+		rq->cwd = p;
+		p += strlen(p) + 1;
+		rq->argv = calloc((size_t)argc + 1, sizeof(char *));
+		rq->env = calloc((size_t)envc + 1, sizeof(char *));
+		if (!rq->argv || !rq->env) {
+			free(rq->argv);
+			free(rq->env);
+			goto nomem;
+		}
+		for (long long i = 0; i < argc; i++, p += strlen(p) + 1)
+			rq->argv[i] = p;
+		for (long long i = 0; i < envc; i++, p += strlen(p) + 1)
+			rq->env[i] = p;
+		rq->buf = buf;
+		return true;
+	}
+bad: {
+	struct msg m;
+	msg_start(&m);
+	msg_str(&m, "malformed command from the sidecar");
+	msg_end(&m);
+	free(buf);
+	return false;
+}
+nomem: {
+	struct msg m;
+	msg_start(&m);
+	msg_str(&m, "read the command: ");
+	msg_errno(&m, ENOMEM);
+	msg_end(&m);
+	free(buf);
+	return false;
+}
+}
+
+/* env_path is the PATH of an environment, as the command will see it. */
+static const char *env_path(char **env)
+{
+	const char *path = NULL;
+	for (char **e = env; *e; e++)
+		if (strncmp(*e, "PATH=", 5) == 0)
+			path = *e + 5; /* the last one wins, as with getenv over a Go-built list */
+	return path;
+}
+
+static void send_status(int chan, int code)
+{
+	char out[1 + sizeof(int32_t)] = {'E'};
+	int32_t c = code;
+	memcpy(out + 1, &c, sizeof(c));
+	while (send(chan, out, sizeof(out), MSG_NOSIGNAL) < 0 && errno == EINTR)
+		;
+}
+
+/* session_start starts the command of one "R" message; fds are the five descriptors. */
+static void session_start(const int *fds, const struct options *o, const sigset_t *mask)
+{
+	int chan = fds[0];
+	const int *stdio = fds + 2;
+	struct command *c = calloc(1, sizeof(*c));
+	/* What the init says about this command goes to the command's stderr, where the
+	 * sidecar reads it, as it does when the init runs a single command. */
+	int saved = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 3);
+	if (saved >= 0)
+		dup2(stdio[2], STDERR_FILENO);
+	int code = 126;
+	pid_t pid = -1;
+	struct request rq = {0};
+	if (!c) {
+		struct msg m;
+		msg_start(&m);
+		msg_str(&m, "start the command: ");
+		msg_errno(&m, ENOMEM);
+		msg_end(&m);
+	} else if (read_request(fds[1], &rq)) {
+		if (chdir(rq.cwd) != 0) {
+			struct msg m;
+			msg_start(&m);
+			msg_fmt(&m, "chdir %s: ", rq.cwd);
+			msg_errno(&m, errno);
+			msg_end(&m);
+		} else {
+			char *prog = look_path(rq.argv[0], env_path(rq.env));
+			if (!prog)
+				code = 127;
+			else if (o->nlimits == 0 || check_executable(prog))
+				pid = start(o, prog, rq.argv, rq.env, stdio, mask, &code);
+			free(prog);
+		}
+		free(rq.buf);
+		free(rq.argv);
+		free(rq.env);
+	}
+	if (saved >= 0) {
+		dup2(saved, STDERR_FILENO);
+		close(saved);
+	}
+	for (int i = 1; i < SESSION_FDS; i++)
+		close(fds[i]);
+	if (pid < 0) {
+		free(c);
+		send_status(chan, code);
+		close(chan);
+		return;
+	}
+	*c = (struct command){.w = {K_COMMAND, c}, .chan = chan, .pid = pid, .next = commands};
+	commands = c;
+	watch_set(chan, &c->w, &c->events, EPOLLIN);
+}
+
+/* session_receive takes the messages waiting on the session socket; it returns false at
+ * the socket's end. */
+static bool session_receive(int session, const struct options *o, const sigset_t *mask)
+{
+	for (;;) {
+		char tag = 0;
+		union {
+			struct cmsghdr h;
+			char buf[CMSG_SPACE(sizeof(int) * SESSION_FDS)];
+		} ctl;
+		struct iovec iov = {.iov_base = &tag, .iov_len = 1};
+		struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf, .msg_controllen = sizeof(ctl.buf)};
+		ssize_t n = recvmsg(session, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return errno == EAGAIN || errno == EWOULDBLOCK;
+		if (n == 0)
+			return false;
+		int fds[SESSION_FDS];
+		size_t nfds = 0;
+		for (struct cmsghdr *h = CMSG_FIRSTHDR(&mh); h; h = CMSG_NXTHDR(&mh, h)) {
+			if (h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_RIGHTS)
+				continue;
+			size_t k = (h->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+			for (size_t i = 0; i < k; i++) {
+				int fd;
+				memcpy(&fd, CMSG_DATA(h) + i * sizeof(int), sizeof(fd));
+				if (nfds < SESSION_FDS)
+					fds[nfds++] = fd;
+				else
+					close(fd);
+			}
+		}
+		if (tag == 'R' && nfds == SESSION_FDS && !(mh.msg_flags & (MSG_CTRUNC | MSG_TRUNC))) {
+			session_start(fds, o, mask);
+			continue;
+		}
+		struct msg m;
+		msg_start(&m);
+		msg_str(&m, "session: malformed message ignored");
+		msg_end(&m);
+		for (size_t i = 0; i < nfds; i++)
+			close(fds[i]);
+	}
+}
+
+static void command_release(struct command *c)
+{
+	if (c->chan >= 0) {
+		watch_set(c->chan, &c->w, &c->events, 0);
+		close(c->chan);
+		c->chan = -1;
+	}
+	for (struct command **p = &commands; *p; p = &(*p)->next) {
+		if (*p == c) {
+			*p = c->next;
+			break;
+		}
+	}
+	c->next = ended_commands;
+	ended_commands = c;
+}
+
+/* command_input handles what attach sent on a command's channel. */
+static void command_input(struct command *c)
+{
+	for (;;) {
+		char in[1 + sizeof(int32_t)];
+		ssize_t n = recv(c->chan, in, sizeof(in), MSG_DONTWAIT);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return;
+		if (n <= 0) {
+			/* attach was killed (the sidecar cancelled the command): so is the command. */
+			watch_set(c->chan, &c->w, &c->events, 0);
+			close(c->chan);
+			c->chan = -1;
+			kill(-c->pid, SIGKILL);
+			kill(c->pid, SIGKILL);
+			return;
+		}
+		int32_t sig;
+		if (n != (ssize_t)sizeof(in) || in[0] != 'S')
+			continue;
+		memcpy(&sig, in + 1, sizeof(sig));
+		for (size_t i = 0; i < sizeof(forwarded_signals) / sizeof(forwarded_signals[0]); i++)
+			if (forwarded_signals[i] == sig)
+				kill(c->pid, sig);
+	}
+}
+
+/* session_reap reaps every ended child; a command's end is reported to its attach. */
+static void session_reap(void)
+{
+	for (;;) {
+		int status;
+		pid_t got = waitpid(-1, &status, WNOHANG);
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got <= 0)
+			return;
+		struct command *c = commands;
+		while (c && c->pid != got)
+			c = c->next;
+		if (!c)
+			continue; /* an orphan */
+		c->pid = 0;
+		bool others = false;
+		for (struct command *d = commands; d; d = d->next)
+			others |= d->pid != 0;
+		if (getpid() == 1 && !others)
+			kill(-1, SIGKILL);
+		else
+			kill(-got, SIGKILL);
+		if (c->chan >= 0)
+			send_status(c->chan, exit_code(status));
+		command_release(c);
+	}
+}
+
+/* ---- attach -------------------------------------------------------------------------- */
+
+/* run_attach is --attach: hand this process's command (descriptor 4) and standard
+ * descriptors to the session on descriptor 3, pass on the signals it gets, and exit with
+ * the command's status. */
+static int run_attach(void)
+{
+	struct msg m;
+	if (fcntl(3, F_GETFD) < 0 || fcntl(4, F_GETFD) < 0) {
+		msg_start(&m);
+		msg_str(&m, "attach: descriptor 3 (the session) and 4 (the command) must be open");
+		msg_end(&m);
+		return 126;
+	}
+	int sv[2];
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
+		msg_start(&m);
+		msg_str(&m, "attach: socketpair: ");
+		msg_errno(&m, errno);
+		msg_end(&m);
+		return 126;
+	}
+	sigset_t sigs;
+	sigemptyset(&sigs);
+	for (size_t i = 0; i < sizeof(forwarded_signals) / sizeof(forwarded_signals[0]); i++) {
+		sigaddset(&sigs, forwarded_signals[i]);
+		signal(forwarded_signals[i], SIG_DFL); /* an ignored one would never be read */
+	}
+	sigprocmask(SIG_BLOCK, &sigs, NULL);
+	int sfd = signalfd(-1, &sigs, SFD_NONBLOCK | SFD_CLOEXEC);
+
+	int fds[SESSION_FDS] = {sv[1], 4, STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO};
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(sizeof(fds))];
+	} ctl;
+	memset(&ctl, 0, sizeof(ctl));
+	char tag = 'R';
+	struct iovec iov = {.iov_base = &tag, .iov_len = 1};
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf, .msg_controllen = sizeof(ctl.buf)};
+	struct cmsghdr *h = CMSG_FIRSTHDR(&mh);
+	h->cmsg_level = SOL_SOCKET;
+	h->cmsg_type = SCM_RIGHTS;
+	h->cmsg_len = CMSG_LEN(sizeof(fds));
+	memcpy(CMSG_DATA(h), fds, sizeof(fds));
+	ssize_t n;
+	while ((n = sendmsg(3, &mh, MSG_NOSIGNAL)) < 0 && errno == EINTR)
+		;
+	if (n < 0) {
+		msg_start(&m);
+		msg_str(&m, "the task's sandbox has ended: ");
+		msg_errno(&m, errno);
+		msg_end(&m);
+		return 126;
+	}
+	/* Only the channel is left: the session socket must not outlive the session. */
+	close(sv[1]);
+	close(3);
+	close(4);
+	for (;;) {
+		struct pollfd p[2] = {{.fd = sv[0], .events = POLLIN}, {.fd = sfd, .events = POLLIN}};
+		if (poll(p, sfd >= 0 ? 2 : 1, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		if (sfd >= 0 && p[1].revents) {
+			struct signalfd_siginfo si;
+			while (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+				char out[1 + sizeof(int32_t)] = {'S'};
+				int32_t sig = (int32_t)si.ssi_signo;
+				memcpy(out + 1, &sig, sizeof(sig));
+				send(sv[0], out, sizeof(out), MSG_NOSIGNAL | MSG_DONTWAIT);
+			}
+		}
+		if (!p[0].revents)
+			continue;
+		char in[1 + sizeof(int32_t)];
+		n = recv(sv[0], in, sizeof(in), MSG_DONTWAIT);
+		if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
+			continue;
+		if (n == (ssize_t)sizeof(in) && in[0] == 'E') {
+			int32_t code;
+			memcpy(&code, in + 1, sizeof(code));
+			return code;
+		}
+		break;
+	}
+	msg_start(&m);
+	msg_str(&m, "the task's sandbox ended before the command did");
+	msg_end(&m);
+	return 128 + SIGKILL;
 }
 
 int main(int argc, char **argv)
@@ -984,6 +1447,9 @@ int main(int argc, char **argv)
 		return code;
 	if (o.exec_only)
 		return exec_in_place(&o);
+	if (o.attach)
+		return run_attach();
+	bool session = o.session_fd > 0;
 	mark_close_on_exec();
 
 	epfd = epoll_create1(EPOLL_CLOEXEC);
@@ -1009,11 +1475,14 @@ int main(int argc, char **argv)
 
 	/* Looked up here whichever way the command starts, so a missing command is 127 with
 	 * our message and costs no fork. */
-	char *prog = look_path(o.argv[0]);
-	if (!prog)
-		return 127;
-	if (o.nlimits > 0 && !check_executable(prog))
-		return 126;
+	char *prog = NULL;
+	if (!session) {
+		prog = look_path(o.argv[0], getenv("PATH"));
+		if (!prog)
+			return 127;
+		if (o.nlimits > 0 && !check_executable(prog))
+			return 126;
+	}
 
 	/* Signals are blocked before the fork so none is lost, and read from a signalfd in
 	 * the loop. Blocked, they reach even a pid 1 that installed no handler. */
@@ -1044,9 +1513,23 @@ int main(int argc, char **argv)
 	struct epoll_event sev = {.events = EPOLLIN, .data.ptr = &sig_w};
 	epoll_ctl(epfd, EPOLL_CTL_ADD, sfd, &sev);
 
-	pid_t pid = start(&o, prog, &old, &code);
-	if (pid < 0)
-		return code;
+	pid_t pid = -1;
+	struct watch session_w = {K_SESSION, NULL};
+	if (session) {
+		struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &session_w};
+		if (epoll_ctl(epfd, EPOLL_CTL_ADD, o.session_fd, &ev) != 0) {
+			struct msg m;
+			msg_start(&m);
+			msg_fmt(&m, "session %d: ", o.session_fd);
+			msg_errno(&m, errno);
+			msg_end(&m);
+			return 126;
+		}
+	} else {
+		pid = start(&o, prog, o.argv, environ, NULL, &old, &code);
+		if (pid < 0)
+			return code;
+	}
 	/* As pid 1 the init inherits every orphan in the sandbox and must reap them; a plain
 	 * process (tests) waits only for its own child so it never steals another's. */
 	pid_t target = getpid() == 1 ? -1 : pid;
@@ -1090,11 +1573,19 @@ int main(int argc, char **argv)
 				while (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
 					if (si.ssi_signo == SIGCHLD)
 						child = true;
-					else
+					else if (!session)
 						kill(pid, (int)si.ssi_signo);
+					else
+						for (struct command *c = commands; c; c = c->next)
+							if (c->pid != 0)
+								kill(c->pid, (int)si.ssi_signo);
 				}
 				if (!child)
 					break;
+				if (session) {
+					session_reap();
+					break;
+				}
 				for (;;) {
 					int status;
 					pid_t got = waitpid(target, &status, WNOHANG);
@@ -1132,7 +1623,22 @@ int main(int argc, char **argv)
 					conn_serve(c);
 				break;
 			}
+			case K_SESSION:
+				if (!session_receive(o.session_fd, &o, &old))
+					return 0; /* the sidecar ended the session */
+				break;
+			case K_COMMAND: {
+				struct command *c = w->owner;
+				if (c->chan >= 0)
+					command_input(c);
+				break;
 			}
+			}
+		}
+		while (ended_commands) {
+			struct command *c = ended_commands;
+			ended_commands = c->next;
+			free(c);
 		}
 		while (closed_conns) {
 			struct conn *c = closed_conns;

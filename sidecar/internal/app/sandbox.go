@@ -60,8 +60,8 @@ func newSandboxLaunchers(ctx context.Context, cfg config.Config, willRun bool, l
 	}
 	if !scfg.Unsandboxed && scfg.InitPath == "" {
 		// An install from before istota-init shipped, or one that lost the file: tasks
-		// still run, with the whole istota binary as their init.
-		log.Warn("sandbox: "+sandbox.InitFile+" is missing beside the istota binary, so every sandbox starts the whole istota binary as its init, tens of milliseconds slower per task; install "+sandbox.InitFile+" from the same release beside it",
+		// still run, with the whole istota binary as their init and a sandbox per command.
+		log.Warn("sandbox: "+sandbox.InitFile+" is missing beside the istota binary, so every command starts a sandbox of its own with the whole istota binary as its init, tens of milliseconds slower per command; install "+sandbox.InitFile+" from the same release beside it",
 			"looked_for", initBeside(scfg.SelfPath))
 	}
 	if scfg.Unsandboxed {
@@ -217,47 +217,53 @@ func (l *sandboxLaunchers) close() {
 	}
 }
 
-// ForTask implements executor.Launchers.
-func (l *sandboxLaunchers) ForTask(_ context.Context, t queue.Task, ws executor.Workspace) (brain.Launcher, func() error, error) {
+// ForTask implements executor.Launchers. With istota-init the task's sandbox starts here,
+// in the background, and serves every command of the task (sandbox.Session); the
+// executor calls this before it pulls the task's files, so that the sandbox's start
+// costs the answer nothing. Without it (the Go fallback init, or no sandbox) each
+// command gets a sandbox of its own.
+func (l *sandboxLaunchers) ForTask(ctx context.Context, t queue.Task, ws executor.Workspace) (brain.Launcher, func() error, error) {
 	tl := &taskLauncher{l: l, task: t, ws: ws}
+	if l.runner.Sessions() {
+		s, err := l.runner.StartSession(ctx, tl.spec())
+		if err != nil {
+			return nil, nil, err
+		}
+		tl.session = s
+	}
 	return tl, tl.close, nil
 }
 
 // taskLauncher starts the agent of one task in that task's sandbox.
 type taskLauncher struct {
-	l    *sandboxLaunchers
-	task queue.Task
-	ws   executor.Workspace
-	mu   sync.Mutex
-	runs []*sandbox.Run
+	l       *sandboxLaunchers
+	task    queue.Task
+	ws      executor.Workspace
+	session *sandbox.Session // nil: a sandbox per command
+	mu      sync.Mutex
+	runs    []*sandbox.Run
 }
 
-func (tl *taskLauncher) Command(ctx context.Context, argv []string, env map[string]string, stdin io.Reader) (*exec.Cmd, error) {
+// spec is the task's sandbox: its folders, its services and the task's variables.
+func (tl *taskLauncher) spec() sandbox.Spec {
 	l := tl.l
-	sandboxed := !l.cfg.Sandbox.Unsandboxed
 	var services []sandbox.Service
-	merged := map[string]string{}
-	if sandboxed {
-		// All egress goes through the allowlist proxy; there is no other way out.
-		services = append(services, l.network.Service(netproxy.Identity{UserID: tl.task.UserID, TaskID: tl.task.ID}))
-		for k, v := range netproxy.ProxyEnv(netproxy.Port) {
-			merged[k] = v
-		}
-	}
-	services = append(services, l.skills.Service(credproxy.Identity{UserID: tl.task.UserID, TaskID: tl.task.ID, IsAdmin: tl.ws.Admin}))
-	for k, v := range map[string]string{
+	env := map[string]string{
 		"ISTOTA_TASK_ID":   strconv.FormatInt(tl.task.ID, 10),
 		"ISTOTA_USER_ID":   tl.task.UserID,
 		"ISTOTA_WORKSPACE": sandbox.WorkspaceDir,
 		"TMPDIR":           "/tmp",
-	} {
-		merged[k] = v
 	}
+	if !l.cfg.Sandbox.Unsandboxed {
+		// All egress goes through the allowlist proxy; there is no other way out.
+		services = append(services, l.network.Service(netproxy.Identity{UserID: tl.task.UserID, TaskID: tl.task.ID}))
+		for k, v := range netproxy.ProxyEnv(netproxy.Port) {
+			env[k] = v
+		}
+	}
+	services = append(services, l.skills.Service(credproxy.Identity{UserID: tl.task.UserID, TaskID: tl.task.ID, IsAdmin: tl.ws.Admin}))
 	if tl.task.ConversationToken != "" {
-		merged["ISTOTA_CONVERSATION"] = tl.task.ConversationToken
-	}
-	for k, v := range env {
-		merged[k] = v
+		env["ISTOTA_CONVERSATION"] = tl.task.ConversationToken
 	}
 	var mounts []sandbox.Mount
 	if tl.ws.Channel != "" {
@@ -265,31 +271,41 @@ func (tl *taskLauncher) Command(ctx context.Context, argv []string, env map[stri
 	}
 	if tl.ws.Admin {
 		mounts = append(mounts,
-			sandbox.Mount{Source: filepath.Join(tl.l.cfg.DataDir, "users"), Dest: executor.AdminUsersDir, Writable: true})
+			sandbox.Mount{Source: filepath.Join(l.cfg.DataDir, "users"), Dest: executor.AdminUsersDir, Writable: true})
 		// Admins' agents see the SQLite file; a shared PostgreSQL database is not mounted.
-		if !tl.l.cfg.Database.Postgres() {
-			mounts = append(mounts, sandbox.Mount{Source: filepath.Dir(tl.l.cfg.Database.Path), Dest: executor.AdminDBDir, Writable: tl.l.cfg.Sandbox.AdminDBWrite})
+		if !l.cfg.Database.Postgres() {
+			mounts = append(mounts, sandbox.Mount{Source: filepath.Dir(l.cfg.Database.Path), Dest: executor.AdminDBDir, Writable: l.cfg.Sandbox.AdminDBWrite})
 		}
 	}
-	run, err := tl.l.runner.Prepare(ctx, sandbox.Spec{
+	return sandbox.Spec{
 		ExtraMounts: mounts,
 		TaskID:      tl.task.ID,
 		UserID:      tl.task.UserID,
 		Workspace:   tl.ws.Root,
 		Home:        tl.ws.Home,
 		Tmp:         tl.ws.Tmp,
-		AgentBinary: tl.l.agent,
-		Argv:        argv,
-		Env:         merged,
-		Stdin:       stdin,
+		AgentBinary: l.agent,
+		Env:         env,
 		LLM:         l.gateway(),
 		Services:    services,
 		OnUsage:     tl.recordUsage,
-	})
+	}
+}
+
+func (tl *taskLauncher) Command(ctx context.Context, argv []string, env map[string]string, stdin io.Reader) (*exec.Cmd, error) {
+	if tl.session != nil {
+		return tl.session.Command(ctx, argv, env, stdin)
+	}
+	spec := tl.spec()
+	for k, v := range env {
+		spec.Env[k] = v
+	}
+	spec.Argv, spec.Stdin = argv, stdin
+	run, err := tl.l.runner.Prepare(ctx, spec)
 	if err != nil {
 		return nil, err
 	}
-	if !sandboxed {
+	if tl.l.cfg.Sandbox.Unsandboxed {
 		// No bind mount at the default path: tell `istota skill` where its socket is.
 		run.Cmd.Env = append(run.Cmd.Env, credproxy.SocketEnv+"="+run.SocketPath(credproxy.ServiceName))
 	}
@@ -317,6 +333,9 @@ func (tl *taskLauncher) close() error {
 	tl.mu.Lock()
 	defer tl.mu.Unlock()
 	var first error
+	if tl.session != nil {
+		first = tl.session.Close()
+	}
 	for _, r := range tl.runs {
 		if err := r.Close(); err != nil && first == nil {
 			first = err

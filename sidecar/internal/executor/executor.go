@@ -366,14 +366,27 @@ func (e *Executor) run(ctx context.Context, t queue.Task, log *slog.Logger, ph *
 		return brain.Result{}, err
 	}
 	defer os.RemoveAll(ws.Tmp)
-	start := time.Now()
-	e.pullFiles(ctx, t, log)
-	ph.pull = time.Since(start)
 	u, err := e.loadUser(ctx, t.UserID)
 	if err != nil {
 		return brain.Result{}, err
 	}
 	ws.Admin = u.IsAdmin
+	runCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	// The sandbox starts before the pull and gets ready while the files arrive: its
+	// start is off the answer's path (the launcher's commands see the pulled files).
+	launcher, closeSandbox, err := e.launchers.ForTask(runCtx, t, ws)
+	if err != nil {
+		return brain.Result{}, fmt.Errorf("prepare sandbox: %w", err)
+	}
+	defer func() {
+		if err := closeSandbox(); err != nil {
+			log.Warn("sandbox cleanup failed", "err", err)
+		}
+	}()
+	start := time.Now()
+	e.pullFiles(ctx, t, log)
+	ph.pull = time.Since(start)
 	run, text := e.brain, ""
 	if t.Command != "" {
 		// Admin status may have changed since the job was synced: check again.
@@ -400,19 +413,8 @@ func (e *Executor) run(ctx context.Context, t queue.Task, log *slog.Logger, ph *
 			return brain.Result{}, err
 		}
 	}
-	runCtx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
 	stopTimer := e.taskTimer(t.ID, cancel)
 	defer stopTimer()
-	launcher, closeSandbox, err := e.launchers.ForTask(runCtx, t, ws)
-	if err != nil {
-		return brain.Result{}, fmt.Errorf("prepare sandbox: %w", err)
-	}
-	defer func() {
-		if err := closeSandbox(); err != nil {
-			log.Warn("sandbox cleanup failed", "err", err)
-		}
-	}()
 	if err := os.Mkdir(deferred.Dir(ws.Tmp), 0o700); err != nil {
 		return brain.Result{}, fmt.Errorf("create the deferred operations folder: %w", err)
 	}

@@ -58,6 +58,34 @@ func (r *Runner) probe(ctx context.Context) error {
 	if err := run.Cmd.Run(); err != nil {
 		return fmt.Errorf("sandbox unavailable: %s: %s (%v)", classifyProbe(stderr.String(), readSysctl), lastLine(stderr.String()), err)
 	}
+	if r.Sessions() {
+		return r.probeSession(ctx, ws)
+	}
+	return nil
+}
+
+// probeSession runs "true" as a command of a session, the way tasks run theirs.
+func (r *Runner) probeSession(ctx context.Context, ws string) error {
+	s, err := r.StartSession(ctx, Spec{TaskID: 0, UserID: "probe", Workspace: ws})
+	if err != nil {
+		return fmt.Errorf("sandbox probe: %w", err)
+	}
+	cmd, err := s.Command(ctx, []string{"true"}, nil, nil)
+	if err != nil {
+		s.Close()
+		return fmt.Errorf("sandbox probe: %w", err)
+	}
+	stderr := &tailBuffer{max: 4096}
+	cmd.Stderr = stderr
+	runErr := cmd.Run()
+	closeErr := s.Close()
+	if runErr != nil {
+		out := strings.TrimSpace(stderr.String() + "\n" + s.output.String())
+		return fmt.Errorf("sandbox sessions unavailable: %s: %s (%v)", classifyProbe(out, readSysctl), lastLine(out), runErr)
+	}
+	if closeErr != nil {
+		return fmt.Errorf("sandbox probe: %w", closeErr)
+	}
 	return nil
 }
 
@@ -68,6 +96,8 @@ func classifyProbe(stderr string, sysctl func(name string) string) string {
 	switch {
 	case has(sandboxinit.MismatchMessage):
 		return "the sandbox init " + InitFile + " beside the istota binary is from another istota version: replace it with the one shipped with this istota (bin/<arch>/" + InitFile + ")"
+	case has("flag provided but not defined: -session"), has("flag provided but not defined: -attach"):
+		return "the sandbox init " + InitFile + " beside the istota binary is from an older istota, without sessions: replace it with the one shipped with this istota (bin/<arch>/" + InitFile + ")"
 	case has("RTM_NEWADDR"), has("setting up uid map") && has("Permission denied"):
 		return "AppArmor blocks unprivileged user namespaces (Ubuntu 23.10+, kernel.apparmor_restrict_unprivileged_userns=1): install an AppArmor profile for bwrap with \"userns,\" or set that sysctl to 0"
 	case has("No permission to create new namespace"), has("Creating new namespace failed"), has("setting up uid map"):

@@ -11,6 +11,13 @@
 // the sandbox. Three observed facts shape this (reference/sandbox-and-claude.md §1):
 // bwrap's own environment is readable from inside, bwrap started by root maps the
 // sandbox to host root, and Claude Code can only use a TCP endpoint.
+//
+// With istota-init a task's sandbox is a Session: bwrap and the init start once, while
+// the sidecar pulls the task's files, and each command of the task (the agent, or each
+// tool call of an OpenAI-compatible brain) is handed to the waiting init by
+// "istota-init --attach", a small process on the host that stands for the command. A
+// single command in a sandbox of its own (Prepare) remains for the Go fallback init, the
+// unsandboxed mode and the one-off sandboxes of the render and OCR skills.
 package sandbox
 
 import (
@@ -440,6 +447,10 @@ type Run struct {
 	LLMBaseURL string
 
 	logger   *slog.Logger
+	token    string   // the gateway's per-task token; empty without Spec.LLM
+	agent    string   // AgentPath(Spec.AgentBinary); empty without one
+	resolved string   // Spec.AgentBinary with its links resolved
+	writable []string // host trees bound writable, given to the agent uid
 	taskDir  string
 	sockets  []string // host paths of the sockets created in taskDir
 	socketIn map[string]string
@@ -534,11 +545,11 @@ var reservedEnv = []string{"PATH", "HOME", "PWD", "ANTHROPIC_BASE_URL", "ANTHROP
 var reservedDest = []string{"/", "/usr", "/etc", "/proc", "/dev", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt/istota", SocketMountDir, WorkspaceDir, HomeDir, "/tmp", "/var/tmp"}
 
 // validate checks everything in spec that does not touch the filesystem.
-func (r *Runner) validate(spec *Spec) error {
+func (r *Runner) validate(spec *Spec, session bool) error {
 	if spec.Workspace == "" && r.cfg.Unsandboxed {
 		return errors.New("workspace is required without the sandbox")
 	}
-	if len(spec.Argv) == 0 && spec.AgentBinary == "" {
+	if len(spec.Argv) == 0 && spec.AgentBinary == "" && !session {
 		return errors.New("argv is empty and no agent binary is set")
 	}
 	check := func(what, s string) error {
@@ -670,7 +681,7 @@ func envList(env map[string]string) []string {
 // Prepare builds the sandboxed command for spec and starts the task's gateway and
 // services. Cancelling ctx kills the command. Always Close the returned Run.
 func (r *Runner) Prepare(ctx context.Context, spec Spec) (*Run, error) {
-	if err := r.validate(&spec); err != nil {
+	if err := r.validate(&spec, false); err != nil {
 		return nil, fmt.Errorf("sandbox: task %d: %w", spec.TaskID, err)
 	}
 	run := &Run{logger: r.logger.With("task_id", spec.TaskID), socketIn: map[string]string{}}
@@ -684,7 +695,7 @@ func (r *Runner) Prepare(ctx context.Context, spec Spec) (*Run, error) {
 	if r.cfg.Unsandboxed {
 		err = r.prepareDirect(ctx, &spec, run)
 	} else {
-		err = r.prepareSandbox(ctx, &spec, run)
+		err = r.prepareSandbox(ctx, &spec, run, nil)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: task %d: %w", spec.TaskID, err)
@@ -750,8 +761,9 @@ func (r *Runner) ownTree(dir string) error {
 	return nil
 }
 
-// prepareSandbox builds the bwrap command.
-func (r *Runner) prepareSandbox(ctx context.Context, spec *Spec, run *Run) error {
+// prepareSandbox builds the bwrap command. With session (the init's end of a session
+// socket) the init serves the commands sent there instead of running spec.Argv.
+func (r *Runner) prepareSandbox(ctx context.Context, spec *Spec, run *Run, session *os.File) error {
 	if err := r.newTaskDir(spec, run); err != nil {
 		return err
 	}
@@ -775,6 +787,7 @@ func (r *Runner) prepareSandbox(ctx context.Context, spec *Spec, run *Run) error
 			if err := r.ownTree(src); err != nil {
 				return err
 			}
+			run.writable = append(run.writable, src)
 		}
 		flag := "--ro-bind-fd"
 		if writable {
@@ -836,6 +849,7 @@ func (r *Runner) prepareSandbox(ctx context.Context, spec *Spec, run *Run) error
 			if err := r.ownTree(m.Source); err != nil {
 				return err
 			}
+			run.writable = append(run.writable, m.Source)
 		}
 		flag := "--ro-bind-fd"
 		if m.Writable {
@@ -877,7 +891,10 @@ func (r *Runner) prepareSandbox(ctx context.Context, spec *Spec, run *Run) error
 		}
 		inside := AgentPath(spec.AgentBinary)
 		b.add("--ro-bind-fd", keep(f), inside)
-		if len(argv) == 0 {
+		run.agent, run.resolved = inside, resolved
+		if session != nil {
+			// Each command names its own; Session.Command translates it.
+		} else if len(argv) == 0 {
 			argv = []string{inside}
 		} else if argv[0] == spec.AgentBinary || argv[0] == resolved {
 			argv[0] = inside
@@ -894,6 +911,7 @@ func (r *Runner) prepareSandbox(ctx context.Context, spec *Spec, run *Run) error
 			return err
 		}
 		token = tok
+		run.token = tok
 		baseURL = "http://127.0.0.1:" + strconv.Itoa(LLMPort)
 		run.LLMBaseURL = baseURL
 		gw, err := newGateway(token, spec.LLM, spec.OnUsage, r.transport, run.logger)
@@ -934,7 +952,7 @@ func (r *Runner) prepareSandbox(ctx context.Context, spec *Spec, run *Run) error
 		dir = WorkspaceDir
 	}
 	b.add("--chdir", dir)
-	env := buildEnv(spec, AgentBinDir+":"+path.Dir(SelfBinary)+":/usr/local/bin:/usr/bin:/bin", HomeDir, token, baseURL)
+	env := buildEnv(spec, sandboxPath, HomeDir, token, baseURL)
 	b.add("--clearenv")
 	for _, kv := range envList(env) {
 		k, v, _ := strings.Cut(kv, "=")
@@ -961,8 +979,13 @@ func (r *Runner) prepareSandbox(ctx context.Context, spec *Spec, run *Run) error
 	for _, l := range r.cfg.Limits.flags() {
 		cmdArgs = append(cmdArgs, "--rlimit", l)
 	}
-	cmdArgs = append(cmdArgs, "--")
-	cmdArgs = append(cmdArgs, argv...)
+	if session != nil {
+		files = append(files, session)
+		cmdArgs = append(cmdArgs, "--session", strconv.Itoa(2+len(files)))
+	} else {
+		cmdArgs = append(cmdArgs, "--")
+		cmdArgs = append(cmdArgs, argv...)
+	}
 	cmd := exec.CommandContext(ctx, r.cfg.BwrapPath, cmdArgs...)
 	cmd.Env = []string{"PATH=/usr/bin:/bin", "LANG=C.UTF-8"}
 	cmd.Dir = "/"
@@ -976,22 +999,29 @@ func (r *Runner) prepareSandbox(ctx context.Context, spec *Spec, run *Run) error
 	}
 	setKill(cmd)
 	run.Cmd = cmd
-	run.logger.Debug("sandbox prepared", "user_id", spec.UserID, "argv0", argv[0], "uid", r.uid)
+	if session == nil {
+		run.logger.Debug("sandbox prepared", "user_id", spec.UserID, "argv0", argv[0], "uid", r.uid)
+	}
 	return nil
 }
 
 // initArgv is how bwrap starts the init, up to its flags: the protocol version comes
 // first so that an init of another version says so before it reads anything else.
 func (r *Runner) initArgv() []string {
-	version := sandboxinit.Protocol
-	if r.protocol != 0 {
-		version = r.protocol
-	}
-	protocol := "--" + sandboxinit.ProtocolFlag + "=" + strconv.Itoa(version)
+	protocol := r.protocolFlag()
 	if r.cfg.InitPath != "" {
 		return []string{InitBinary, protocol}
 	}
 	return []string{SelfBinary, InitCommand, protocol}
+}
+
+// protocolFlag is the init's --protocol flag.
+func (r *Runner) protocolFlag() string {
+	version := sandboxinit.Protocol
+	if r.protocol != 0 {
+		version = r.protocol
+	}
+	return "--" + sandboxinit.ProtocolFlag + "=" + strconv.Itoa(version)
 }
 
 // Unsandboxed reports whether the Runner runs commands directly on the host (the

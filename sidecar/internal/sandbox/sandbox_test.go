@@ -986,6 +986,7 @@ func TestClassifyProbe(t *testing.T) {
 		{"bwrap: execvp /opt/istota/bin/istota: No such file", nil, "bwrap failed"},
 		{"usage: istota <command>", nil, InitCommand},
 		{"istota-init: " + sandboxinit.MismatchMessage + `: the sidecar speaks version "2", this init speaks 1; …`, nil, "another istota version"},
+		{"flag provided but not defined: -session\nUsage of istota-init:\n  -exec", nil, "older istota"},
 	} {
 		t.Run(tc.want, func(t *testing.T) {
 			if got := classifyProbe(tc.stderr, sysctls(tc.sysctl)); !strings.Contains(got, tc.want) {

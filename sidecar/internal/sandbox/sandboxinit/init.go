@@ -96,7 +96,15 @@ func Run(self Self, args []string, stdin io.Reader, stdout, stderr io.Writer) in
 	prlimit := fs.String("prlimit", "", "`PATH` of util-linux prlimit, which an init may use to set the limits (istota-init sets them itself)")
 	fs.Var(&forwards, "forward", "`PORT=SOCKET`: serve 127.0.0.1:PORT and pass each connection to the Unix socket (repeatable)")
 	fs.Var(&limits, "rlimit", "`NAME=VALUE`: resource limit of the command: as, nproc, nofile or cpu (repeatable)")
+	// Sessions (one sandbox serving a task's commands) are istota-init's alone; the
+	// flags are declared so that both inits print the same usage.
+	attach := fs.Bool("attach", false, "internal, on the host: run the command sent on descriptor 4 in the sandbox whose session socket is descriptor 3")
+	session := fs.Int("session", 0, "serve the commands sent over the session socket `FD` instead of running one command (istota-init only)")
 	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *attach || *session != 0 {
+		fmt.Fprintf(errw, "%s: sessions need istota-init; this init runs one command per sandbox\n", self.Name)
 		return 2
 	}
 	argv := fs.Args()

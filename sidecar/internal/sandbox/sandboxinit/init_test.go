@@ -167,9 +167,11 @@ func TestArguments(t *testing.T) {
 		{"unknown limit", []string{"--rlimit", "stack=1", "--", "true"}, `unknown limit "stack" (as, nproc, nofile, cpu)`},
 		{"zero limit", []string{"--rlimit", "cpu=0", "--", "true"}, "positive"},
 		{"negative limit", []string{"--rlimit=cpu=-1", "--", "true"}, "positive"},
-		{"unknown flag", []string{"--protocol=1", "--sideways", "--", "true"}, "flag provided but not defined: -sideways\nUsage of istota-init:\n  -exec\n"},
+		{"unknown flag", []string{"--protocol=1", "--sideways", "--", "true"}, "flag provided but not defined: -sideways\nUsage of istota-init:\n  -attach\n"},
 		{"bad flag syntax", []string{"---x", "--", "true"}, "bad flag syntax: ---x\n"},
 		{"bad boolean", []string{"--exec=maybe", "--", "true"}, `invalid boolean value "maybe" for -exec: parse error`},
+		{"bad attach boolean", []string{"--attach=maybe"}, `invalid boolean value "maybe" for -attach: parse error`},
+		{"session not a number", []string{"--session", "three"}, `invalid value "three" for flag -session: parse error`},
 		{"help", []string{"--help"}, "Usage of istota-init:\n"},
 		{"h", []string{"-h", "--", "true"}, "Usage of istota-init:\n"},
 		{"protocol again, not a number", []string{"--protocol=1", "--protocol", "one", "--", "true"}, `invalid value "one" for flag -protocol: parse error`},
@@ -185,6 +187,48 @@ func TestArguments(t *testing.T) {
 			res := same(t, func(t *testing.T, im impl) result { return runCmd(t, im.command(tc.args...)) })
 			if res.code != 2 || !strings.Contains(res.stderr, tc.want) || res.stdout != "" {
 				t.Fatalf("%s, want exit 2 and stderr with %q", res, tc.want)
+			}
+		})
+	}
+}
+
+// TestSessionFlags: sessions are istota-init's alone. The Go init refuses them by name;
+// istota-init checks its session descriptor and needs nothing after --.
+func TestSessionFlags(t *testing.T) {
+	for _, im := range impls(t) {
+		t.Run(im.name, func(t *testing.T) {
+			for _, tc := range []struct {
+				args          []string
+				code          int
+				goWant, cWant string
+			}{
+				{[]string{"--session=2"}, 2, "sessions need istota-init", `invalid value "2" for flag -session: want a descriptor above 2`},
+				// The C init's answers to these are checked below.
+				{[]string{"--session=97"}, 2, "sessions need istota-init", ""},
+				{[]string{"--attach"}, 2, "sessions need istota-init", ""},
+			} {
+				res := runCmd(t, im.command(tc.args...))
+				want := tc.goWant
+				if im.name == "C" {
+					want = tc.cWant
+					if want == "" {
+						continue // covered by the sandbox package's session tests
+					}
+				}
+				if res.code != tc.code || !strings.Contains(res.stderr, want) {
+					t.Errorf("%v: %s, want exit %d and stderr with %q", tc.args, res, tc.code, want)
+				}
+			}
+			if im.name != "C" {
+				return
+			}
+			res := runCmd(t, im.command("--session=97"))
+			if res.code != 126 || !strings.Contains(res.stderr, "session 97: bad file descriptor") {
+				t.Errorf("a session descriptor that is not open: %s", res)
+			}
+			res = runCmd(t, im.command("--attach"))
+			if res.code != 126 || !strings.Contains(res.stderr, "descriptor 3 (the session) and 4 (the command) must be open") {
+				t.Errorf("attach without its descriptors: %s", res)
 			}
 		})
 	}

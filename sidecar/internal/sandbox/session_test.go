@@ -1,0 +1,332 @@
+package sandbox
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// startSession starts a session for spec and closes it when the test ends.
+func startSession(t *testing.T, r *Runner, spec Spec) *Session {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	s, err := r.StartSession(ctx, spec)
+	if err != nil {
+		cancel()
+		t.Fatalf("StartSession: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+		cancel()
+	})
+	return s
+}
+
+// inSession runs one command in s to its end.
+func inSession(t *testing.T, s *Session, stdin string, env map[string]string, argv ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd, err := s.Command(ctx, argv, env, strings.NewReader(stdin))
+	if err != nil {
+		t.Fatalf("Command: %v", err)
+	}
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err = cmd.Run()
+	res := result{stdout: out.String(), stderr: errb.String()}
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		res.code = ee.ExitCode()
+	case err != nil:
+		t.Fatalf("run: %v (stderr %q)", err, res.stderr)
+	}
+	return res
+}
+
+func TestSessionRunsCommandsLikeSingleRuns(t *testing.T) {
+	e := newTestEnv(t)
+	e.cfg.Limits = Limits{OpenFiles: 1000}
+	r := e.runner(t)
+	if !r.Sessions() {
+		t.Fatal("a runner with istota-init does not offer sessions")
+	}
+	spec := e.userDirs(t, "alice")
+	spec.Env = map[string]string{"ISTOTA_TASK_KIND": "talk"}
+	spec.LLM = &LLMUpstream{BaseURL: "http://127.0.0.1:9", APIKey: "canary-key-" + randomHex(t, 16)}
+	s := startSession(t, r, spec)
+
+	t.Run("statuses, signals and leftovers", func(t *testing.T) {
+		for _, tc := range []struct {
+			name string
+			argv []string
+			code int
+			out  string
+		}{
+			{"exit code", []string{"/bin/sh", "-c", "exit 3"}, 3, ""},
+			{"killed by a signal", []string{"/bin/sh", "-c", "kill -KILL $$"}, 128 + 9, ""},
+			{"not found", []string{"no-such-command-xyz"}, 127, ""},
+			{"path not found", []string{"/no/such/command"}, 127, ""},
+			{"PATH lookup", []string{"echo", "found"}, 0, "found\n"},
+			{"limits", []string{"/bin/sh", "-c", "ulimit -n"}, 0, "1000\n"},
+			{"signal to pid 1 is forwarded", []string{"/bin/sh", "-c", `trap 'echo got-term; exit 7' TERM; kill -TERM 1; i=0; while [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; echo no-signal`}, 7, "got-term\n"},
+			{"background processes end with the command", []string{"/bin/sh", "-c", `sleep 600 & setsid sleep 601 & exit 0`}, 0, ""},
+			{"nothing of the last command is left", []string{"/bin/sh", "-c", `for p in /proc/[0-9]*; do [ "${p#/proc/}" = $$ ] || [ "${p#/proc/}" = 1 ] || cat $p/cmdline; done; echo checked`}, 0, "checked\n"},
+			{"orphans are reaped", []string{"/bin/sh", "-c", `for i in 1 2 3 4 5; do (sleep 0.1 &); done; sleep 1; grep -l '^State:.*zombie' /proc/[0-9]*/status; echo zombies-listed`}, 0, "zombies-listed\n"},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				res := inSession(t, s, "", nil, tc.argv...)
+				if res.code != tc.code || (tc.out != "" && res.stdout != tc.out) {
+					t.Fatalf("exit %d stdout %q stderr %q, want exit %d stdout %q", res.code, res.stdout, res.stderr, tc.code, tc.out)
+				}
+			})
+		}
+	})
+
+	t.Run("the environment of a single run, plus the command's", func(t *testing.T) {
+		res := inSession(t, s, "", map[string]string{"EXTRA": "1"}, "/usr/bin/env")
+		mustSucceed(t, res)
+		env := map[string]string{}
+		var keys []string
+		for _, l := range strings.Split(strings.TrimSpace(res.stdout), "\n") {
+			k, v, _ := strings.Cut(l, "=")
+			keys = append(keys, k)
+			env[k] = v
+		}
+		slices.Sort(keys)
+		want := []string{"ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC",
+			"DISABLE_TELEMETRY", "EXTRA", "HOME", "ISTOTA_TASK_KIND", "LANG", "LC_ALL", "PATH", "PWD", "TERM", "TZ"}
+		if !slices.Equal(keys, want) {
+			t.Fatalf("keys inside = %v\nwant %v", keys, want)
+		}
+		if env["PWD"] != WorkspaceDir || env["HOME"] != HomeDir || !strings.HasPrefix(env["ANTHROPIC_API_KEY"], "istota-task-") {
+			t.Errorf("PWD/HOME/key = %q %q %q", env["PWD"], env["HOME"], env["ANTHROPIC_API_KEY"])
+		}
+		again := inSession(t, s, "", nil, "/bin/sh", "-c", `echo "$ANTHROPIC_API_KEY"; pwd`)
+		if again.stdout != env["ANTHROPIC_API_KEY"]+"\n"+WorkspaceDir+"\n" {
+			t.Errorf("second command: %q", again.stdout)
+		}
+		if strings.Contains(again.stdout, spec.LLM.APIKey) {
+			t.Fatal("the real key reached the sandbox")
+		}
+	})
+
+	t.Run("a command larger than a pipe holds", func(t *testing.T) {
+		// Over a pipe's 64 KiB, so written to a file (dataPipe); each string stays under
+		// the kernel's 128 KiB for one argument or variable.
+		big := strings.Repeat("x", 100_000)
+		res := inSession(t, s, "", map[string]string{"BIG": big, "BIG2": big}, "/bin/sh", "-c", `echo ${#BIG} ${#BIG2} "$1"`, "sh", big[:10])
+		if res.stdout != "100000 100000 xxxxxxxxxx\n" {
+			t.Fatalf("exit %d stdout %q stderr %q", res.code, res.stdout, res.stderr)
+		}
+	})
+
+	t.Run("standard streams and state between commands", func(t *testing.T) {
+		res := inSession(t, s, "from stdin\n", nil, "/bin/sh", "-c", `cat > /tmp/kept; echo to-err >&2; cat /tmp/kept`)
+		mustSucceed(t, res)
+		if res.stdout != "from stdin\n" || res.stderr != "to-err\n" {
+			t.Fatalf("stdout %q stderr %q", res.stdout, res.stderr)
+		}
+		res = inSession(t, s, "", nil, "cat", "/tmp/kept")
+		if res.stdout != "from stdin\n" {
+			t.Fatalf("/tmp did not persist: %q %q", res.stdout, res.stderr)
+		}
+	})
+
+	t.Run("files written on the host after the start are the agent's", func(t *testing.T) {
+		p := filepath.Join(spec.Workspace, "pulled.md")
+		if err := os.WriteFile(p, []byte("pulled\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		res := inSession(t, s, "", nil, "/bin/sh", "-c", `cat /workspace/pulled.md && echo more >> /workspace/pulled.md`)
+		mustSucceed(t, res)
+		if uid, _ := fileOwner(t, p); uid != e.uid {
+			t.Errorf("pulled file owned by %d, want %d", uid, e.uid)
+		}
+	})
+
+	t.Run("the attach process on the host holds no secret", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		cmd, err := s.Command(ctx, []string{"/bin/sh", "-c", "echo up; sleep 60"}, map[string]string{"VISIBLE": "x"}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, _ := cmd.StdoutPipe()
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if line, _ := bufio.NewReader(out).ReadString('\n'); line != "up\n" {
+			t.Fatalf("got %q", line)
+		}
+		pid := strconv.Itoa(cmd.Process.Pid)
+		environ, _ := os.ReadFile("/proc/" + pid + "/environ")
+		cmdline, _ := os.ReadFile("/proc/" + pid + "/cmdline")
+		if len(cmdline) == 0 {
+			t.Fatal("cannot read the attach process's command line")
+		}
+		for _, b := range [][]byte{environ, cmdline} {
+			if bytes.Contains(b, []byte("istota-task-")) || bytes.Contains(b, []byte("VISIBLE")) {
+				t.Fatalf("the attach process shows the command's environment: %q", b)
+			}
+		}
+		cancel()
+		cmd.Wait()
+	})
+}
+
+func TestSessionCancelAndSignals(t *testing.T) {
+	e := newTestEnv(t)
+	r := e.runner(t)
+	s := startSession(t, r, e.userDirs(t, "alice"))
+	marker := "7" + strconv.Itoa(int(time.Now().UnixNano()%1e8)) + ".25"
+	waitFor := func(want int) int {
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			n := countProcesses(marker)
+			if n == want || time.Now().After(deadline) {
+				return n
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+
+	t.Run("cancelling a command kills its tree, not the session", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		cmd, err := s.Command(ctx, []string{"/bin/sh", "-c", `sleep "$1" & (sleep "$1" & sleep "$1") & echo started; wait`, "sh", marker}, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, _ := cmd.StdoutPipe()
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if line, _ := bufio.NewReader(out).ReadString('\n'); line != "started\n" {
+			t.Fatalf("got %q", line)
+		}
+		if n := waitFor(3); n != 3 {
+			t.Fatalf("%d marked processes before cancel, want 3", n)
+		}
+		cancel()
+		if err := cmd.Wait(); err == nil {
+			t.Error("Wait returned nil after cancel")
+		}
+		if n := waitFor(0); n != 0 {
+			t.Fatalf("%d processes survived the cancel", n)
+		}
+		mustSucceed(t, inSession(t, s, "", nil, "true"))
+	})
+
+	t.Run("a signal to the command's process reaches the command", func(t *testing.T) {
+		cmd, err := s.Command(context.Background(), []string{"/bin/sh", "-c", `trap 'echo got-term; exit 5' TERM; echo ready; while :; do sleep 0.1; done`}, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, _ := cmd.StdoutPipe()
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		br := bufio.NewReader(out)
+		if line, _ := br.ReadString('\n'); line != "ready\n" {
+			t.Fatalf("got %q", line)
+		}
+		cmd.Process.Signal(syscall.SIGTERM)
+		line, _ := br.ReadString('\n')
+		err = cmd.Wait()
+		var ee *exec.ExitError
+		if line != "got-term\n" || !errors.As(err, &ee) || ee.ExitCode() != 5 {
+			t.Fatalf("line %q, wait %v", line, err)
+		}
+	})
+}
+
+func TestSessionEnds(t *testing.T) {
+	e := newTestEnv(t)
+	r := e.runner(t)
+	marker := "7" + strconv.Itoa(int(time.Now().UnixNano()%1e8)) + ".75"
+
+	t.Run("Close ends every process of the sandbox", func(t *testing.T) {
+		s, err := r.StartSession(context.Background(), e.userDirs(t, "alice"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd, err := s.Command(context.Background(), []string{"/bin/sh", "-c", `echo started; sleep "$1"`, "sh", marker}, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, _ := cmd.StdoutPipe()
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if line, _ := bufio.NewReader(out).ReadString('\n'); line != "started\n" {
+			t.Fatalf("got %q", line)
+		}
+		if err := s.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+		select {
+		case <-s.exited:
+		default:
+			t.Fatal("bwrap still runs after Close")
+		}
+		err = cmd.Wait()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 128+9 {
+			t.Errorf("a command of a closed session: %v, want exit 137", err)
+		}
+		if n := countProcesses(marker); n != 0 {
+			t.Fatalf("%d processes survived Close", n)
+		}
+		if _, err := s.Command(context.Background(), []string{"true"}, nil, nil); err == nil {
+			t.Error("Command after Close did not fail")
+		}
+	})
+
+	t.Run("a sandbox that ended says so", func(t *testing.T) {
+		s := startSession(t, r, e.userDirs(t, "bob"))
+		mustSucceed(t, inSession(t, s, "", nil, "true"))
+		syscall.Kill(-s.bwrap.Process.Pid, syscall.SIGKILL)
+		<-s.exited
+		if _, err := s.Command(context.Background(), []string{"true"}, nil, nil); err == nil || !strings.Contains(err.Error(), "the sandbox ended") {
+			t.Fatalf("Command on an ended sandbox: %v", err)
+		}
+	})
+
+	t.Run("a sandbox that cannot start says why", func(t *testing.T) {
+		spec := e.userDirs(t, "carol")
+		spec.Env = map[string]string{"PATH": "/x"}
+		if _, err := r.StartSession(context.Background(), spec); err == nil || !strings.Contains(err.Error(), "PATH") {
+			t.Fatalf("a reserved variable: %v", err)
+		}
+	})
+
+	t.Run("the Go fallback init has no sessions", func(t *testing.T) {
+		cfg := e.cfg
+		cfg.InitPath = ""
+		r, err := New(cfg, testLogger(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		if r.Sessions() {
+			t.Fatal("Sessions() without istota-init")
+		}
+		if _, err := r.StartSession(context.Background(), e.userDirs(t, "dave")); err == nil {
+			t.Fatal("StartSession without istota-init did not fail")
+		}
+	})
+}
