@@ -155,13 +155,20 @@ func run(t testing.TB, r *Runner, spec Spec) result {
 	if err != nil {
 		t.Fatalf("Prepare: %v", err)
 	}
-	var out, errb bytes.Buffer
-	rn.Cmd.Stdout = &out
-	rn.Cmd.Stderr = &errb
-	err = rn.Cmd.Run()
+	res := runToEnd(t, rn.Cmd)
 	if cerr := rn.Close(); cerr != nil {
 		t.Errorf("Close: %v", cerr)
 	}
+	return res
+}
+
+// runToEnd runs cmd and returns its output and exit status; it fails the test when cmd
+// did not run at all.
+func runToEnd(t testing.TB, cmd *exec.Cmd) result {
+	t.Helper()
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
 	res := result{stdout: out.String(), stderr: errb.String()}
 	var ee *exec.ExitError
 	switch {
@@ -697,23 +704,29 @@ func TestExitStatusAndSignals(t *testing.T) {
 	}
 }
 
+// statusCase is a command and the exit status and output it must give in a sandbox.
+type statusCase struct {
+	name string
+	argv []string
+	code int
+	out  string
+}
+
+// statusCases hold for a command in a sandbox of its own and in a session alike.
+var statusCases = []statusCase{
+	{"exit code", []string{"/bin/sh", "-c", "exit 3"}, 3, ""},
+	{"killed by a signal", []string{"/bin/sh", "-c", "kill -KILL $$"}, 128 + 9, ""},
+	{"not found", []string{"no-such-command-xyz"}, 127, ""},
+	{"path not found", []string{"/no/such/command"}, 127, ""},
+	{"PATH lookup", []string{"echo", "found"}, 0, "found\n"},
+	{"signal to pid 1 is forwarded", []string{"/bin/sh", "-c", `trap 'echo got-term; exit 7' TERM; kill -TERM 1; i=0; while [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; echo no-signal`}, 7, "got-term\n"},
+	{"background processes end with the command", []string{"/bin/sh", "-c", `sleep 600 & echo $! > /tmp/bg; exit 0`}, 0, ""},
+	// Orphans are the init's to reap: none may stay a zombie.
+	{"orphans are reaped", []string{"/bin/sh", "-c", `for i in 1 2 3 4 5; do (sleep 0.1 &); done; sleep 1; grep -l '^State:.*zombie' /proc/[0-9]*/status; echo zombies-listed`}, 0, "zombies-listed\n"},
+}
+
 func testExitStatusAndSignals(t *testing.T, r *Runner, spec Spec) {
-	for _, tc := range []struct {
-		name string
-		argv []string
-		code int
-		out  string
-	}{
-		{"exit code", []string{"/bin/sh", "-c", "exit 3"}, 3, ""},
-		{"killed by a signal", []string{"/bin/sh", "-c", "kill -KILL $$"}, 128 + 9, ""},
-		{"not found", []string{"no-such-command-xyz"}, 127, ""},
-		{"path not found", []string{"/no/such/command"}, 127, ""},
-		{"PATH lookup", []string{"echo", "found"}, 0, "found\n"},
-		{"signal to pid 1 is forwarded", []string{"/bin/sh", "-c", `trap 'echo got-term; exit 7' TERM; kill -TERM 1; i=0; while [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; echo no-signal`}, 7, "got-term\n"},
-		{"background processes end with the command", []string{"/bin/sh", "-c", `sleep 600 & echo $! > /tmp/bg; exit 0`}, 0, ""},
-		// Orphans are the init's to reap: none may stay a zombie.
-		{"orphans are reaped", []string{"/bin/sh", "-c", `for i in 1 2 3 4 5; do (sleep 0.1 &); done; sleep 1; grep -l '^State:.*zombie' /proc/[0-9]*/status; echo zombies-listed`}, 0, "zombies-listed\n"},
-	} {
+	for _, tc := range statusCases {
 		t.Run(tc.name, func(t *testing.T) {
 			s := spec
 			s.Argv = tc.argv

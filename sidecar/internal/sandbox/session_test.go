@@ -43,18 +43,29 @@ func inSession(t *testing.T, s *Session, stdin string, env map[string]string, ar
 	if err != nil {
 		t.Fatalf("Command: %v", err)
 	}
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err = cmd.Run()
-	res := result{stdout: out.String(), stderr: errb.String()}
-	var ee *exec.ExitError
-	switch {
-	case errors.As(err, &ee):
-		res.code = ee.ExitCode()
-	case err != nil:
-		t.Fatalf("run: %v (stderr %q)", err, res.stderr)
+	return runToEnd(t, cmd)
+}
+
+// startInSession starts argv in s and waits for its first line of output, which must
+// be want; it returns the started cmd and the rest of its output.
+func startInSession(t *testing.T, ctx context.Context, s *Session, want string, argv ...string) (*exec.Cmd, *bufio.Reader) {
+	t.Helper()
+	cmd, err := s.Command(ctx, argv, nil, nil)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return res
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(out)
+	if line, _ := br.ReadString('\n'); line != want {
+		t.Fatalf("first line %q, want %q", line, want)
+	}
+	return cmd, br
 }
 
 func TestSessionRunsCommandsLikeSingleRuns(t *testing.T) {
@@ -70,23 +81,11 @@ func TestSessionRunsCommandsLikeSingleRuns(t *testing.T) {
 	s := startSession(t, r, spec)
 
 	t.Run("statuses, signals and leftovers", func(t *testing.T) {
-		for _, tc := range []struct {
-			name string
-			argv []string
-			code int
-			out  string
-		}{
-			{"exit code", []string{"/bin/sh", "-c", "exit 3"}, 3, ""},
-			{"killed by a signal", []string{"/bin/sh", "-c", "kill -KILL $$"}, 128 + 9, ""},
-			{"not found", []string{"no-such-command-xyz"}, 127, ""},
-			{"path not found", []string{"/no/such/command"}, 127, ""},
-			{"PATH lookup", []string{"echo", "found"}, 0, "found\n"},
-			{"limits", []string{"/bin/sh", "-c", "ulimit -n"}, 0, "1000\n"},
-			{"signal to pid 1 is forwarded", []string{"/bin/sh", "-c", `trap 'echo got-term; exit 7' TERM; kill -TERM 1; i=0; while [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; echo no-signal`}, 7, "got-term\n"},
-			{"background processes end with the command", []string{"/bin/sh", "-c", `sleep 600 & setsid sleep 601 & exit 0`}, 0, ""},
-			{"nothing of the last command is left", []string{"/bin/sh", "-c", `for p in /proc/[0-9]*; do [ "${p#/proc/}" = $$ ] || [ "${p#/proc/}" = 1 ] || cat $p/cmdline; done; echo checked`}, 0, "checked\n"},
-			{"orphans are reaped", []string{"/bin/sh", "-c", `for i in 1 2 3 4 5; do (sleep 0.1 &); done; sleep 1; grep -l '^State:.*zombie' /proc/[0-9]*/status; echo zombies-listed`}, 0, "zombies-listed\n"},
-		} {
+		cases := append(slices.Clone(statusCases),
+			statusCase{"limits", []string{"/bin/sh", "-c", "ulimit -n"}, 0, "1000\n"},
+			statusCase{"leftovers that left the group end too", []string{"/bin/sh", "-c", `setsid sleep 601 & exit 0`}, 0, ""},
+			statusCase{"nothing of the last commands is left", []string{"/bin/sh", "-c", `for p in /proc/[0-9]*; do [ "${p#/proc/}" = $$ ] || [ "${p#/proc/}" = 1 ] || cat $p/cmdline; done; echo checked`}, 0, "checked\n"})
+		for _, tc := range cases {
 			t.Run(tc.name, func(t *testing.T) {
 				res := inSession(t, s, "", nil, tc.argv...)
 				if res.code != tc.code || (tc.out != "" && res.stdout != tc.out) {
@@ -161,17 +160,7 @@ func TestSessionRunsCommandsLikeSingleRuns(t *testing.T) {
 	t.Run("the attach process on the host holds no secret", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		cmd, err := s.Command(ctx, []string{"/bin/sh", "-c", "echo up; sleep 60"}, map[string]string{"VISIBLE": "x"}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out, _ := cmd.StdoutPipe()
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		if line, _ := bufio.NewReader(out).ReadString('\n'); line != "up\n" {
-			t.Fatalf("got %q", line)
-		}
+		cmd, _ := startInSession(t, ctx, s, "up\n", "/bin/sh", "-c", `echo up; sleep 60`)
 		pid := strconv.Itoa(cmd.Process.Pid)
 		environ, _ := os.ReadFile("/proc/" + pid + "/environ")
 		cmdline, _ := os.ReadFile("/proc/" + pid + "/cmdline")
@@ -179,7 +168,7 @@ func TestSessionRunsCommandsLikeSingleRuns(t *testing.T) {
 			t.Fatal("cannot read the attach process's command line")
 		}
 		for _, b := range [][]byte{environ, cmdline} {
-			if bytes.Contains(b, []byte("istota-task-")) || bytes.Contains(b, []byte("VISIBLE")) {
+			if bytes.Contains(b, []byte("istota-task-")) || bytes.Contains(b, []byte("ISTOTA_TASK_KIND")) {
 				t.Fatalf("the attach process shows the command's environment: %q", b)
 			}
 		}
@@ -207,17 +196,7 @@ func TestSessionCancelAndSignals(t *testing.T) {
 	t.Run("cancelling a command kills its tree, not the session", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		cmd, err := s.Command(ctx, []string{"/bin/sh", "-c", `sleep "$1" & (sleep "$1" & sleep "$1") & echo started; wait`, "sh", marker}, nil, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out, _ := cmd.StdoutPipe()
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		if line, _ := bufio.NewReader(out).ReadString('\n'); line != "started\n" {
-			t.Fatalf("got %q", line)
-		}
+		cmd, _ := startInSession(t, ctx, s, "started\n", "/bin/sh", "-c", `sleep "$1" & (sleep "$1" & sleep "$1") & echo started; wait`, "sh", marker)
 		if n := waitFor(3); n != 3 {
 			t.Fatalf("%d marked processes before cancel, want 3", n)
 		}
@@ -232,21 +211,10 @@ func TestSessionCancelAndSignals(t *testing.T) {
 	})
 
 	t.Run("a signal to the command's process reaches the command", func(t *testing.T) {
-		cmd, err := s.Command(context.Background(), []string{"/bin/sh", "-c", `trap 'echo got-term; exit 5' TERM; echo ready; while :; do sleep 0.1; done`}, nil, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out, _ := cmd.StdoutPipe()
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		br := bufio.NewReader(out)
-		if line, _ := br.ReadString('\n'); line != "ready\n" {
-			t.Fatalf("got %q", line)
-		}
+		cmd, br := startInSession(t, context.Background(), s, "ready\n", "/bin/sh", "-c", `trap 'echo got-term; exit 5' TERM; echo ready; while :; do sleep 0.1; done`)
 		cmd.Process.Signal(syscall.SIGTERM)
 		line, _ := br.ReadString('\n')
-		err = cmd.Wait()
+		err := cmd.Wait()
 		var ee *exec.ExitError
 		if line != "got-term\n" || !errors.As(err, &ee) || ee.ExitCode() != 5 {
 			t.Fatalf("line %q, wait %v", line, err)
@@ -264,17 +232,7 @@ func TestSessionEnds(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cmd, err := s.Command(context.Background(), []string{"/bin/sh", "-c", `echo started; sleep "$1"`, "sh", marker}, nil, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out, _ := cmd.StdoutPipe()
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		if line, _ := bufio.NewReader(out).ReadString('\n'); line != "started\n" {
-			t.Fatalf("got %q", line)
-		}
+		cmd, _ := startInSession(t, context.Background(), s, "started\n", "/bin/sh", "-c", `echo started; sleep "$1"`, "sh", marker)
 		if err := s.Close(); err != nil {
 			t.Errorf("Close: %v", err)
 		}
