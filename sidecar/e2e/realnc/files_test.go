@@ -118,8 +118,10 @@ func (e *env) waitBotShare(t *testing.T, user string) {
 			for _, s := range nc.shares(t, user, "shared_with_me=true") {
 				received = append(received, fmt.Sprintf("%s of %s at %s", s.Path, s.UIDOwner, s.FileTarget))
 			}
-			t.Fatalf("%s's istota/ is not the bot's shared folder after %s: top level %q, shares received %q, istota/config %q\n--- sidecar log (tail) ---\n%s",
-				user, time.Minute, nc.list(t, user, ""), received, nc.list(t, user, "istota/config"), tail(e.sc.logs(), 60))
+			t.Fatalf("%s's istota/ is not the bot's shared folder after %s: top level %q, shares received %q, istota/config %q\n"+
+				"Nextcloud's share rows with %[1]s: %s\nthe sidecar's records of %[1]s: %s\n--- sidecar log (tail) ---\n%s",
+				user, time.Minute, nc.list(t, user, ""), received, nc.list(t, user, "istota/config"),
+				nc.shareRows(user), e.sc.userRecords(user), tail(e.sc.logs(), 60))
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

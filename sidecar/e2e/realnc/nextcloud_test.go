@@ -11,6 +11,7 @@ package realnc
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -284,6 +285,40 @@ func (nc *nextcloud) getFile(t testing.TB, user, path string) ([]byte, bool) {
 	}
 	t.Fatalf("GET %s as %s: %d %s", path, user, st, raw)
 	return nil, false
+}
+
+// shareRows lists the shares made with user as Nextcloud's database holds them, those
+// the OCS API hides (pending or refused by the user) included: for the message of a test
+// that finds a share missing.
+func (nc *nextcloud) shareRows(user string) string {
+	dbs, _ := filepath.Glob(filepath.Join(nc.root, "data", "*.db"))
+	if len(dbs) != 1 {
+		return fmt.Sprintf("(no single database in %s: %q)", filepath.Join(nc.root, "data"), dbs)
+	}
+	db, err := sql.Open("sqlite3", "file:"+dbs[0]+"?mode=ro&_busy_timeout=5000")
+	if err != nil {
+		return "(" + err.Error() + ")"
+	}
+	defer db.Close()
+	rows, err := db.Query(`SELECT id, share_type, uid_owner, uid_initiator, file_target, permissions, accepted, COALESCE(parent, 0)
+		FROM oc_share WHERE share_with = ? ORDER BY id`, user)
+	if err != nil {
+		return "(" + err.Error() + ")"
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var id, typ, perms, accepted, parent int64
+		var owner, initiator, target string
+		if err := rows.Scan(&id, &typ, &owner, &initiator, &target, &perms, &accepted, &parent); err != nil {
+			return "(" + err.Error() + ")"
+		}
+		out = append(out, fmt.Sprintf("#%d type %d owner %s by %s at %s perms %d accepted %d parent %d", id, typ, owner, initiator, target, perms, accepted, parent))
+	}
+	if err := rows.Err(); err != nil {
+		return "(" + err.Error() + ")"
+	}
+	return fmt.Sprintf("%q", out)
 }
 
 // list returns the names directly inside a folder of user's (PROPFIND depth 1).

@@ -180,6 +180,37 @@ func (s *sidecar) dbRW(t testing.TB) *sql.DB {
 }
 
 // count runs a COUNT query on the sidecar's database.
+// userRecords says what the sidecar's database holds about user's provisioning: the
+// users row and the provisioned tree, for the message of a failing test.
+func (s *sidecar) userRecords(user string) string {
+	db, err := sql.Open("sqlite3", "file:"+filepath.Join(s.dataDir, "db", "istota.db")+"?mode=ro&_busy_timeout=5000")
+	if err != nil {
+		return "(" + err.Error() + ")"
+	}
+	defer db.Close()
+	var users, tasks int
+	var provisioned []string
+	if err := db.QueryRow(`SELECT count(*) FROM users WHERE id = ?`, user).Scan(&users); err != nil {
+		return "(" + err.Error() + ")"
+	}
+	if err := db.QueryRow(`SELECT count(*) FROM tasks WHERE user_id = ?`, user).Scan(&tasks); err != nil {
+		return "(" + err.Error() + ")"
+	}
+	rows, err := db.Query(`SELECT tree || ' layout ' || layout || ' at ' || at FROM workspace_provisioned WHERE tree = ?`, user)
+	if err != nil {
+		return "(" + err.Error() + ")"
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var r string
+		if err := rows.Scan(&r); err != nil {
+			return "(" + err.Error() + ")"
+		}
+		provisioned = append(provisioned, r)
+	}
+	return fmt.Sprintf("users row %d, tasks %d, provisioned %q", users, tasks, provisioned)
+}
+
 func (s *sidecar) count(t testing.TB, query string, args ...any) int {
 	t.Helper()
 	db := s.db(t)
