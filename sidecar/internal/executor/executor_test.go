@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	"github.com/istota/istota/sidecar/internal/queue"
 	"github.com/istota/istota/sidecar/internal/store"
 	"github.com/istota/istota/sidecar/internal/talk"
+	"github.com/istota/istota/sidecar/internal/workspace"
 )
 
 // scriptedBrain plays back events and a result; the real CLI is exercised by the
@@ -67,6 +69,57 @@ func (r *recordingLaunchers) ForTask(_ context.Context, _ queue.Task, ws Workspa
 			r.mu.Unlock()
 			return nil
 		}, nil
+}
+
+// orderedFiles is a Files that logs its calls to events.
+type orderedFiles struct{ events *eventLog }
+
+func (f orderedFiles) Prepare(_ context.Context, uid string, _ time.Time) (workspace.Report, error) {
+	f.events.add("pull " + uid)
+	return workspace.Report{}, nil
+}
+func (f orderedFiles) Finish(_ context.Context, uid string) (workspace.Report, error) {
+	f.events.add("push " + uid)
+	return workspace.Report{}, nil
+}
+func (f orderedFiles) PrepareChannel(_ context.Context, token string, _ time.Time) (workspace.Report, error) {
+	f.events.add("pull " + token)
+	return workspace.Report{}, nil
+}
+func (f orderedFiles) FinishChannel(_ context.Context, token string) (workspace.Report, error) {
+	f.events.add("push " + token)
+	return workspace.Report{}, nil
+}
+
+// orderedLaunchers logs when a task's sandbox starts, runs a command and closes.
+type orderedLaunchers struct{ events *eventLog }
+
+func (l orderedLaunchers) ForTask(context.Context, queue.Task, Workspace) (brain.Launcher, func() error, error) {
+	l.events.add("sandbox start")
+	return launcherFunc(func(ctx context.Context, _ []string, _ map[string]string, _ io.Reader) (*exec.Cmd, error) {
+			l.events.add("command")
+			return exec.CommandContext(ctx, "true"), nil
+		}), func() error {
+			l.events.add("sandbox close")
+			return nil
+		}, nil
+}
+
+type eventLog struct {
+	mu     sync.Mutex
+	events []string
+}
+
+func (e *eventLog) add(s string) {
+	e.mu.Lock()
+	e.events = append(e.events, s)
+	e.mu.Unlock()
+}
+
+func (e *eventLog) list() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.events)
 }
 
 type launcherFunc func(context.Context, []string, map[string]string, io.Reader) (*exec.Cmd, error)
@@ -185,6 +238,32 @@ func TestCompletedTaskQueuesReplyAndLogsIt(t *testing.T) {
 	}
 	if e.l.closed != 1 {
 		t.Errorf("sandbox closed %d times", e.l.closed)
+	}
+}
+
+// The task's sandbox starts before its files are pulled, so that it gets ready while
+// they arrive; its commands come after the pull, and it closes after the run.
+func TestSandboxStartsBeforeThePull(t *testing.T) {
+	events := &eventLog{}
+	b := &scriptedBrain{result: brain.Result{OK: true, Text: "Done."}, act: func() { events.add("agent") }}
+	e := newEnv(t, b, func(o *Options) { o.Files = orderedFiles{events} })
+	e.ex.launchers = orderedLaunchers{events}
+	tk := e.talkTask(t, "hello")
+	e.ex.Handle(context.Background(), tk)
+	if err := e.ex.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	got := events.list()
+	at := func(ev string) int {
+		i := slices.Index(got, ev)
+		if i < 0 {
+			t.Fatalf("no %q in %q", ev, got)
+		}
+		return i
+	}
+	if !(at("sandbox start") < at("pull alice") && at("sandbox start") < at("pull room0001") &&
+		at("pull alice") < at("agent") && at("pull room0001") < at("agent") && at("agent") < at("sandbox close")) {
+		t.Fatalf("order of a task's steps: %q", got)
 	}
 }
 
