@@ -93,6 +93,8 @@ func testFiles(t *testing.T, e *env) {
 		}
 	})
 
+	t.Run("a share the user left comes back", func(t *testing.T) { testShareComesBack(t, e, "alice") })
+
 	t.Run("the agent's output appears in exports", func(t *testing.T) {
 		e.script("[files-export]", fakeapi.Bash("Writing.", "printf 'Budget: 42 EUR\\n' > /workspace/istota/exports/budget.md; echo written"),
 			fakeapi.Reply("Saved to exports. [files-export-answer]"))
@@ -102,6 +104,35 @@ func testFiles(t *testing.T, e *env) {
 			return ok && strings.Contains(string(b), "Budget: 42 EUR")
 		}, e.sc.logs)
 	})
+}
+
+// testShareComesBack: a user who left the bot folder's share in Files (Nextcloud deletes
+// a user share its recipient leaves) gets it back from the sidecar's background refresh,
+// with their files in it, once the sidecar looks again: at its next start here.
+func testShareComesBack(t *testing.T, e *env, user string) {
+	nc := e.nc
+	e.waitBotShare(t, user)
+	var id string
+	for _, s := range nc.shares(t, user, "shared_with_me=true") {
+		if strings.Trim(s.FileTarget, "/") == "istota" {
+			id = s.ID
+		}
+	}
+	if id == "" {
+		t.Fatalf("no istota share among %s's", user)
+	}
+	if r := nc.ocs(t, user, "DELETE", "/ocs/v2.php/apps/files_sharing/api/v1/shares/"+id, nil); r.Status != 200 {
+		t.Fatalf("%s leaves the share: %d %s", user, r.Status, r.Raw)
+	}
+	if slices.Contains(nc.list(t, user, ""), "istota") {
+		t.Fatalf("%s still has istota/ after leaving its share", user)
+	}
+	e.sc.stop(t)
+	e.sc.start(t)
+	e.waitBotShare(t, user)
+	if !strings.Contains(e.sc.logs(), "the bot folder was no longer shared with the user; shared it again") {
+		t.Errorf("the sidecar did not say it shared the folder again")
+	}
 }
 
 // waitBotShare waits until user's istota/ is the bot's folder shared with them (its
@@ -119,9 +150,9 @@ func (e *env) waitBotShare(t *testing.T, user string) {
 				received = append(received, fmt.Sprintf("%s of %s at %s", s.Path, s.UIDOwner, s.FileTarget))
 			}
 			t.Fatalf("%s's istota/ is not the bot's shared folder after %s: top level %q, shares received %q, istota/config %q\n"+
-				"Nextcloud's share rows with %[1]s: %s\nthe sidecar's records of %[1]s: %s\n--- sidecar log (tail) ---\n%s",
+				"Nextcloud's share rows with %s: %s\nthe sidecar's records of %s: %s\n--- sidecar log (tail) ---\n%s",
 				user, time.Minute, nc.list(t, user, ""), received, nc.list(t, user, "istota/config"),
-				nc.shareRows(user), e.sc.userRecords(user), tail(e.sc.logs(), 60))
+				user, nc.shareRows(user), user, e.sc.userRecords(user), tail(e.sc.logs(), 60))
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

@@ -49,7 +49,7 @@ func (f *userConfigFiles) Refresh(ctx context.Context, uid string) error {
 		return err
 	}
 	_, err := f.ws.Pull(ctx, uid)
-	return err
+	return errors.Join(err, f.ws.EnsureShared(ctx, uid))
 }
 
 func (f *userConfigFiles) path(uid, name string) string {

@@ -192,6 +192,64 @@ func TestNewUserIsProvisionedAfterTheFirstTask(t *testing.T) {
 	}
 }
 
+// A provisioned user whose share is gone (an admin removed it, or they left it) gets it
+// back from the background refresh: once per process, then at most once an hour. A
+// share that is there costs one request and changes nothing.
+func TestEnsureSharedSharesAgain(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
+	e := newEnv(t, func(o *workspace.Options) { o.Clock = func() time.Time { return now } })
+	if err := e.ws.EnsureShared(ctx, "alice"); err != nil || len(e.srv.Shares()) != 0 {
+		t.Fatalf("a user never provisioned: %v, shares %+v", err, e.srv.Shares())
+	}
+	if err := e.ws.Provision(ctx, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	e.srv.Requests()
+	if err := e.ws.EnsureShared(ctx, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if reqs := e.srv.Requests(); len(reqs) != 0 {
+		t.Errorf("right after Provision, EnsureShared asked Nextcloud: %v", reqs)
+	}
+
+	e.srv.RemoveSharesWith("alice")
+	e.ws = e.newWorkspace() // a restart: the database says alice is provisioned
+	if err := e.ws.Provision(ctx, "alice"); err != nil || len(e.srv.Shares()) != 0 {
+		t.Fatalf("Provision of a provisioned user: %v, shares %+v", err, e.srv.Shares())
+	}
+	if err := e.ws.EnsureShared(ctx, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if shares := e.srv.Shares(); len(shares) != 1 || shares[0].ShareWith != "alice" || shares[0].Path != "/Users/alice/istota" {
+		t.Fatalf("the share was not made again: %+v", shares)
+	}
+
+	e.srv.RemoveSharesWith("alice")
+	e.srv.Requests()
+	if err := e.ws.EnsureShared(ctx, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if reqs := e.srv.Requests(); len(reqs) != 0 || len(e.srv.Shares()) != 0 {
+		t.Fatalf("asked again within the hour: %v", reqs)
+	}
+	now = now.Add(time.Hour)
+	if err := e.ws.EnsureShared(ctx, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if len(e.srv.Shares()) != 1 {
+		t.Fatal("the share was not made again an hour later")
+	}
+	now = now.Add(time.Hour)
+	e.srv.Requests()
+	if err := e.ws.EnsureShared(ctx, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if reqs := e.srv.Requests(); len(reqs) != 1 || len(e.srv.Shares()) != 1 {
+		t.Fatalf("a check with the share there: %v, shares %+v", reqs, e.srv.Shares())
+	}
+}
+
 // A user who has files in Nextcloud but whom this database never provisioned (an
 // earlier version's database) is pulled before the task, not treated as new.
 func TestSyncedUserIsPulledEvenIfNotRecordedAsProvisioned(t *testing.T) {

@@ -99,6 +99,8 @@ type Workspace struct {
 	// checked is when the last successful sync of a tree that asked Nextcloud began:
 	// a task made before that needs no pull of its own.
 	checked map[string]time.Time
+	// shareSeen is when EnsureShared (or Provision) last saw a user's share.
+	shareSeen map[string]time.Time
 
 	// records holds the sync records of the trees synced last (cache.go).
 	records *recordCache
@@ -162,6 +164,7 @@ func New(db *store.DB, remote Remote, opts Options) (*Workspace, error) {
 		unsynced:    map[string]bool{},
 		refused:     map[string]bool{},
 		checked:     map[string]time.Time{},
+		shareSeen:   map[string]time.Time{},
 		bgCtx:       bgCtx, bgCancel: bgCancel,
 		fetching:   map[string]bool{},
 		fetchSlots: make(chan struct{}, maxPrefetches),
@@ -363,6 +366,47 @@ func (w *Workspace) Provision(ctx context.Context, uid string) error {
 		w.opts.Logger.Info("shared the bot folder with the user", "user_id", uid, "share_id", share.ID, "target", share.FileTarget)
 	}
 	w.setProvisioned(ctx, t.key)
+	w.mu.Lock()
+	w.shareSeen[t.key] = w.opts.Clock()
+	w.mu.Unlock()
+	return nil
+}
+
+// shareCheckEvery is how often EnsureShared asks Nextcloud about a user's share.
+const shareCheckEvery = time.Hour
+
+// EnsureShared shares the bot folder with a provisioned user again when the share is
+// gone: an admin removed it, or the user left it in Files. The database remembers the
+// user as provisioned, so Provision alone would never notice, and the user would have
+// no istota/ folder (no USER.md, no CRON.md) from then on. It asks Nextcloud once per
+// process and then at most once an hour per user (one OCS request while the share is
+// there); it is meant for the background refresh, not for a task's path.
+func (w *Workspace) EnsureShared(ctx context.Context, uid string) error {
+	t, err := w.userTree(uid)
+	if err != nil {
+		return err
+	}
+	if !w.isProvisioned(t.key) {
+		return nil // Provision shares it
+	}
+	now := w.opts.Clock()
+	w.mu.Lock()
+	last, seen := w.shareSeen[t.key]
+	w.mu.Unlock()
+	if seen && now.Sub(last) < shareCheckEvery && now.Sub(last) >= 0 {
+		return nil
+	}
+	share, created, err := w.remote.ShareWithUser(ctx, t.remote+"/"+w.opts.BotDir, uid, w.opts.SharePermissions)
+	if err != nil {
+		return fmt.Errorf("workspace: check the share of %s/ with %s: %w", w.opts.BotDir, uid, err)
+	}
+	if created {
+		w.opts.Logger.Warn("the bot folder was no longer shared with the user; shared it again",
+			"user_id", uid, "share_id", share.ID, "target", share.FileTarget)
+	}
+	w.mu.Lock()
+	w.shareSeen[t.key] = now
+	w.mu.Unlock()
 	return nil
 }
 

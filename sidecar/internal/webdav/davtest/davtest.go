@@ -210,6 +210,20 @@ func (s *Server) AddShare(p, uid string, permissions int) {
 	s.nextID++
 }
 
+// RemoveSharesWith deletes every share made with uid, as an admin's removal or the user
+// leaving the share in Files does.
+func (s *Server) RemoveSharesWith(uid string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	kept := s.shares[:0]
+	for _, sh := range s.shares {
+		if sh.ShareWith != uid {
+			kept = append(kept, sh)
+		}
+	}
+	s.shares = kept
+}
+
 // AddIncomingShare records that owner shared something with the bot, mounted at p in
 // the bot's root. Create the file or folder itself with WriteFile or os.MkdirAll on
 // Path(p). p is stored as given, so a test can serve a hostile path.
