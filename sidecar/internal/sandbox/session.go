@@ -109,12 +109,6 @@ func (r *Runner) StartSession(ctx context.Context, spec Spec) (*Session, error) 
 	return s, nil
 }
 
-// Usage returns the LLM usage the session's gateway has seen so far.
-func (s *Session) Usage() Usage { return s.run.Usage() }
-
-// LLMBaseURL is ANTHROPIC_BASE_URL as the commands see it; empty without Spec.LLM.
-func (s *Session) LLMBaseURL() string { return s.run.LLMBaseURL }
-
 // Command returns an unstarted cmd that runs argv inside the session's sandbox with the
 // task's environment plus env (the same rules as Spec.Env), stdin as its standard input
 // and, once started, the cmd's stdout and stderr as its own. argv[0] may be the agent
