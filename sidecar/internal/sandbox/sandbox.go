@@ -464,6 +464,21 @@ type Run struct {
 	closeErr error
 }
 
+// agentArgv is argv with the agent binary, named as the host knows it, replaced by its
+// path inside the sandbox; an empty argv runs the agent.
+func (r *Run) agentArgv(argv []string, binary string) []string {
+	switch {
+	case r.agent == "":
+		return argv
+	case len(argv) == 0:
+		return []string{r.agent}
+	case argv[0] == binary || argv[0] == r.resolved:
+		argv = slices.Clone(argv)
+		argv[0] = r.agent
+	}
+	return argv
+}
+
 // Usage returns the LLM usage the gateway has seen so far.
 func (r *Run) Usage() Usage {
 	if r.gw == nil {
@@ -892,13 +907,9 @@ func (r *Runner) prepareSandbox(ctx context.Context, spec *Spec, run *Run, sessi
 		inside := AgentPath(spec.AgentBinary)
 		b.add("--ro-bind-fd", keep(f), inside)
 		run.agent, run.resolved = inside, resolved
-		if session != nil {
-			// Each command names its own; Session.Command translates it.
-		} else if len(argv) == 0 {
-			argv = []string{inside}
-		} else if argv[0] == spec.AgentBinary || argv[0] == resolved {
-			argv[0] = inside
-		}
+	}
+	if session == nil { // a session's commands bring their own (Session.Command)
+		argv = run.agentArgv(argv, spec.AgentBinary)
 	}
 
 	svcCtx, cancel := context.WithCancel(ctx)

@@ -762,16 +762,7 @@ func TestCancelKillsTree(t *testing.T) {
 	if line != "started\n" {
 		t.Fatalf("got %q", line)
 	}
-	waitFor := func(want int) int {
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			n := countProcesses(marker)
-			if n == want || time.Now().After(deadline) {
-				return n
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
+	waitFor := func(want int) int { return waitForProcesses(marker, want) }
 	if n := waitFor(3); n != 3 {
 		t.Fatalf("%d marked processes before cancel, want 3", n)
 	}
@@ -781,6 +772,19 @@ func TestCancelKillsTree(t *testing.T) {
 	}
 	if n := waitFor(0); n != 0 {
 		t.Fatalf("%d sandboxed processes survived the cancel", n)
+	}
+}
+
+// waitForProcesses waits up to 30 s for countProcesses(marker) to be want and returns
+// the last count.
+func waitForProcesses(marker string, want int) int {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		n := countProcesses(marker)
+		if n == want || time.Now().After(deadline) {
+			return n
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 

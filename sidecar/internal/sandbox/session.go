@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -142,10 +141,7 @@ func (s *Session) Command(ctx context.Context, argv []string, env map[string]str
 			return nil, fmt.Errorf("sandbox: task %d: %w", spec.TaskID, err)
 		}
 	}
-	argv = slices.Clone(argv)
-	if s.run.agent != "" && (argv[0] == spec.AgentBinary || argv[0] == s.run.resolved) {
-		argv[0] = s.run.agent
-	}
+	argv = s.run.agentArgv(argv, spec.AgentBinary)
 	env = buildEnv(&spec, sandboxPath, HomeDir, s.run.token, s.run.LLMBaseURL)
 	env["PWD"] = WorkspaceDir // as bwrap's --chdir sets it for a single command
 	environ := envList(env)

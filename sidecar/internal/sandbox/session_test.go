@@ -182,16 +182,7 @@ func TestSessionCancelAndSignals(t *testing.T) {
 	r := e.runner(t)
 	s := startSession(t, r, e.userDirs(t, "alice"))
 	marker := "7" + strconv.Itoa(int(time.Now().UnixNano()%1e8)) + ".25"
-	waitFor := func(want int) int {
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			n := countProcesses(marker)
-			if n == want || time.Now().After(deadline) {
-				return n
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
+	waitFor := func(want int) int { return waitForProcesses(marker, want) }
 
 	t.Run("cancelling a command kills its tree, not the session", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
