@@ -358,7 +358,7 @@ func (w *Workspace) Provision(ctx context.Context, uid string) error {
 			return fmt.Errorf("workspace: provision %s: %w", uid, err)
 		}
 	}
-	share, created, err := w.remote.ShareWithUser(ctx, t.remote+"/"+w.opts.BotDir, uid, w.opts.SharePermissions)
+	share, created, err := w.shareBotDir(ctx, t, uid)
 	if err != nil {
 		return fmt.Errorf("workspace: share %s/ with %s: %w", w.opts.BotDir, uid, err)
 	}
@@ -366,10 +366,20 @@ func (w *Workspace) Provision(ctx context.Context, uid string) error {
 		w.opts.Logger.Info("shared the bot folder with the user", "user_id", uid, "share_id", share.ID, "target", share.FileTarget)
 	}
 	w.setProvisioned(ctx, t.key)
+	return nil
+}
+
+// shareBotDir makes sure the user's bot folder is shared with them (creating the share
+// when there is none) and notes when it was seen, for EnsureShared.
+func (w *Workspace) shareBotDir(ctx context.Context, t tree, uid string) (webdav.Share, bool, error) {
+	share, created, err := w.remote.ShareWithUser(ctx, t.remote+"/"+w.opts.BotDir, uid, w.opts.SharePermissions)
+	if err != nil {
+		return webdav.Share{}, false, err
+	}
 	w.mu.Lock()
 	w.shareSeen[t.key] = w.opts.Clock()
 	w.mu.Unlock()
-	return nil
+	return share, created, nil
 }
 
 // shareCheckEvery is how often EnsureShared asks Nextcloud about a user's share.
@@ -396,7 +406,7 @@ func (w *Workspace) EnsureShared(ctx context.Context, uid string) error {
 	if seen && now.Sub(last) < shareCheckEvery && now.Sub(last) >= 0 {
 		return nil
 	}
-	share, created, err := w.remote.ShareWithUser(ctx, t.remote+"/"+w.opts.BotDir, uid, w.opts.SharePermissions)
+	share, created, err := w.shareBotDir(ctx, t, uid)
 	if err != nil {
 		return fmt.Errorf("workspace: check the share of %s/ with %s: %w", w.opts.BotDir, uid, err)
 	}
@@ -404,9 +414,6 @@ func (w *Workspace) EnsureShared(ctx context.Context, uid string) error {
 		w.opts.Logger.Warn("the bot folder was no longer shared with the user; shared it again",
 			"user_id", uid, "share_id", share.ID, "target", share.FileTarget)
 	}
-	w.mu.Lock()
-	w.shareSeen[t.key] = now
-	w.mu.Unlock()
 	return nil
 }
 
