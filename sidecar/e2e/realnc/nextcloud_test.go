@@ -49,6 +49,7 @@ type nextcloud struct {
 	// hash check on the server, which no real client does).
 	mu       sync.Mutex
 	sessions map[string]*http.Client
+	known    map[string]string // passwords learned during the run (knowPassword)
 }
 
 func freePort(t testing.TB) int {
@@ -172,7 +173,24 @@ func (nc *nextcloud) password(user string) string {
 	if p, ok := passwords[user]; ok {
 		return p
 	}
+	nc.mu.Lock()
+	p, ok := nc.known[user]
+	nc.mu.Unlock()
+	if ok {
+		return p
+	}
 	return testUserPassword(user)
+}
+
+// knowPassword lets the helpers act as an account whose password the test learned
+// during the run: the bot's, from what occ istota:setup wrote.
+func (nc *nextcloud) knowPassword(user, password string) {
+	nc.mu.Lock()
+	defer nc.mu.Unlock()
+	if nc.known == nil {
+		nc.known = map[string]string{}
+	}
+	nc.known[user] = password
 }
 
 // testUserPassword is the password of users the tests add themselves.
@@ -285,6 +303,28 @@ func (nc *nextcloud) getFile(t testing.TB, user, path string) ([]byte, bool) {
 	}
 	t.Fatalf("GET %s as %s: %d %s", path, user, st, raw)
 	return nil, false
+}
+
+// setShareAccepted sets a share's oc_share.accepted in Nextcloud's database: 0 leaves
+// it as Nextcloud does when a step between storing and accepting it fails.
+func (nc *nextcloud) setShareAccepted(t testing.TB, id string, accepted int) {
+	t.Helper()
+	dbs, _ := filepath.Glob(filepath.Join(nc.root, "data", "*.db"))
+	if len(dbs) != 1 {
+		t.Fatalf("no single database in %s: %q", filepath.Join(nc.root, "data"), dbs)
+	}
+	db, err := sql.Open("sqlite3", "file:"+dbs[0]+"?_busy_timeout=10000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	res, err := db.Exec(`UPDATE oc_share SET accepted = ? WHERE id = ?`, accepted, id)
+	if err != nil {
+		t.Fatalf("set share %s accepted=%d: %v", id, accepted, err)
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		t.Fatalf("set share %s accepted=%d: %d rows", id, accepted, n)
+	}
 }
 
 // shareRows lists the shares made with user as Nextcloud's database holds them, those

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Share permissions, as in OCP\Constants.
@@ -224,39 +225,76 @@ func (c *Client) CreateShare(ctx context.Context, name, uid string, permissions 
 
 // ShareWithUser makes sure a path is shared with uid: an existing user share is
 // returned as it is (created false), never duplicated, and its permissions are left
-// alone — the admin or the user may have changed them on purpose. Nextcloud refuses a
-// second share of the same path with the same user, so a share created concurrently
-// is found by looking again after a refusal.
+// alone — the admin or the user may have changed them on purpose. It trusts a share it
+// finds; CompleteShareWithUser is for when that share may be half made.
 func (c *Client) ShareWithUser(ctx context.Context, name, uid string, permissions int) (Share, bool, error) {
+	return c.shareWithUser(ctx, name, uid, permissions, false)
+}
+
+// CompleteShareWithUser is ShareWithUser that posts the share even when it exists.
+// Nextcloud stores a new user share as pending and accepts it for the recipient in a
+// later step of the same request; when a step between fails (on SQLite, "database is
+// locked" in the contacts-interaction listener), the request answers with an error and
+// the share stays pending for good: listed for the owner, absent from the recipient's
+// files. The owner's view cannot tell the two apart. Nextcloud (31 and later) answers
+// the post of an identical share with the existing one, permissions untouched, and runs
+// those steps again, which accepts it. Each post adds an entry to the user's activity
+// stream, so this is for the rare moments a half-made share can exist: the first
+// provisioning of a user, or after an earlier attempt failed.
+func (c *Client) CompleteShareWithUser(ctx context.Context, name, uid string, permissions int) (Share, bool, error) {
+	return c.shareWithUser(ctx, name, uid, permissions, true)
+}
+
+func (c *Client) shareWithUser(ctx context.Context, name, uid string, permissions int, complete bool) (Share, bool, error) {
 	if uid == "" {
 		return Share{}, false, fmt.Errorf("webdav: share %s: empty user id", name)
 	}
-	find := func() (Share, bool, error) {
-		shares, err := c.Shares(ctx, name)
-		if err != nil {
+	existing, found, err := c.findUserShare(ctx, name, uid)
+	if err != nil || (found && !complete) {
+		return existing, false, err
+	}
+	s, err := c.CreateShare(ctx, name, uid, permissions)
+	if err == nil {
+		return s, !found, nil
+	}
+	if !found {
+		// Refused outright (no such user, no such path), or stored and then failed:
+		// only a share that is there now is worth posting again.
+		if _, found, ferr := c.findUserShare(ctx, name, uid); ferr != nil || !found {
 			return Share{}, false, err
 		}
-		for _, s := range shares {
-			// Nextcloud user ids compare case-insensitively at login; a share
-			// stored as "Alice" serves "alice" too.
-			if s.ShareType == ShareTypeUser && strings.EqualFold(s.ShareWith, uid) {
-				return s, true, nil
-			}
+	}
+	// Post it again after a pause: the database lock that broke the first post is
+	// usually gone within a second.
+	for _, pause := range [...]time.Duration{200 * time.Millisecond, time.Second} {
+		select {
+		case <-ctx.Done():
+			return Share{}, false, fmt.Errorf("webdav: share %s with %s: %w (then: %w)", name, uid, err, ctx.Err())
+		case <-time.After(pause):
 		}
-		return Share{}, false, nil
+		var again error
+		if s, again = c.CreateShare(ctx, name, uid, permissions); again == nil {
+			return s, !found, nil
+		}
+		err = again
 	}
-	s, ok, err := find()
-	if err != nil || ok {
-		return s, false, err
+	return Share{}, false, fmt.Errorf("webdav: the share of %s with %s exists but Nextcloud did not complete it, so %s may not see it: %w", name, uid, uid, err)
+}
+
+// findUserShare returns the user share of name with uid, if there is one. Nextcloud
+// user ids compare case-insensitively at login; a share stored as "Alice" serves
+// "alice" too.
+func (c *Client) findUserShare(ctx context.Context, name, uid string) (Share, bool, error) {
+	shares, err := c.Shares(ctx, name)
+	if err != nil {
+		return Share{}, false, err
 	}
-	s, err = c.CreateShare(ctx, name, uid, permissions)
-	if err == nil {
-		return s, true, nil
+	for _, s := range shares {
+		if s.ShareType == ShareTypeUser && strings.EqualFold(s.ShareWith, uid) {
+			return s, true, nil
+		}
 	}
-	if again, ok, ferr := find(); ferr == nil && ok {
-		return again, false, nil
-	}
-	return Share{}, false, err
+	return Share{}, false, nil
 }
 
 // IncomingShare is a file or folder another user shared with the bot account, as the

@@ -434,7 +434,7 @@ func TestShareWithUser(t *testing.T) {
 	}
 
 	// Another writer shares the folder between our look and our create: Nextcloud
-	// refuses the duplicate, and the client finds the share instead of failing.
+	// answers the duplicate with the existing share, permissions untouched.
 	if err := c.MkdirAll(ctx, "Users/bob/istota"); err != nil {
 		t.Fatal(err)
 	}
@@ -444,12 +444,90 @@ func TestShareWithUser(t *testing.T) {
 			srv.AddShare("/Users/bob/istota", "bob", webdav.PermRead)
 		}
 	})
-	s, created, err = c.ShareWithUser(ctx, "Users/bob/istota", "bob", webdav.PermEdit)
-	if err != nil || created || s.ShareWith != "bob" || s.Permissions != webdav.PermRead {
-		t.Fatalf("racing share: %+v created=%v err=%v, want the existing read-only share", s, created, err)
+	s, _, err = c.ShareWithUser(ctx, "Users/bob/istota", "bob", webdav.PermEdit)
+	if err != nil || s.ShareWith != "bob" || s.Permissions != webdav.PermRead {
+		t.Fatalf("racing share: %+v err=%v, want the existing read-only share", s, err)
 	}
 	if n := len(srv.Shares()); n != 2 {
 		t.Fatalf("%d shares on the server, want 2", n)
+	}
+}
+
+// TestShareHalfMade: Nextcloud stored the share, then failed before accepting it for the
+// user (SQLite's "database is locked" in a listener) and answered 403. The client posts
+// it again, which completes it; when Nextcloud keeps failing it says so, and
+// CompleteShareWithUser completes a pending share that ShareWithUser would trust.
+func TestShareHalfMade(t *testing.T) {
+	ctx := context.Background()
+	srv := newServer(t, davtest.InfinityServe)
+	c := newClient(t, srv, nil)
+	for _, d := range []string{"Users/alice/istota", "Users/bob/istota"} {
+		if err := c.MkdirAll(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	posts := func() int {
+		n := 0
+		for _, r := range srv.Requests() {
+			if strings.HasPrefix(r, "POST ") {
+				n++
+			}
+		}
+		return n
+	}
+	pending := func(uid string) bool {
+		for _, s := range srv.Shares() {
+			if s.ShareWith == uid {
+				return s.Pending
+			}
+		}
+		t.Fatalf("no share with %s: %+v", uid, srv.Shares())
+		return false
+	}
+	srv.Requests()
+
+	srv.HalfMakeShares(1)
+	s, created, err := c.ShareWithUser(ctx, "Users/alice/istota", "alice", webdav.PermEdit)
+	if err != nil || !created || s.ShareWith != "alice" {
+		t.Fatalf("half-made once: %+v created=%v err=%v, want the share completed", s, created, err)
+	}
+	if pending("alice") || len(srv.Shares()) != 1 {
+		t.Fatalf("after the second post: %+v, want one accepted share", srv.Shares())
+	}
+	if n := posts(); n != 2 {
+		t.Fatalf("%d posts, want 2", n)
+	}
+
+	srv.HalfMakeShares(10)
+	_, _, err = c.ShareWithUser(ctx, "Users/bob/istota", "bob", webdav.PermEdit)
+	if err == nil || !strings.Contains(err.Error(), "did not complete it") || !strings.Contains(err.Error(), "database is locked") {
+		t.Fatalf("half-made each time: %v, want an error naming the unfinished share and Nextcloud's message", err)
+	}
+	if !pending("bob") {
+		t.Fatalf("bob's share is not pending: %+v", srv.Shares())
+	}
+	if n := posts(); n != 3 {
+		t.Fatalf("%d posts, want 3 (the first and two more)", n)
+	}
+	srv.HalfMakeShares(0)
+	if _, created, err := c.ShareWithUser(ctx, "Users/bob/istota", "bob", webdav.PermEdit); err != nil || created || !pending("bob") || posts() != 0 {
+		t.Fatalf("ShareWithUser should trust the listed share without posting: created=%v err=%v", created, err)
+	}
+	s, created, err = c.CompleteShareWithUser(ctx, "Users/bob/istota", "bob", webdav.PermEdit)
+	if err != nil || created || s.ShareWith != "bob" || pending("bob") {
+		t.Fatalf("CompleteShareWithUser: %+v created=%v err=%v pending=%v", s, created, err, pending("bob"))
+	}
+	if n := len(srv.Shares()); n != 2 {
+		t.Fatalf("%d shares, want 2: %+v", n, srv.Shares())
+	}
+
+	// A refusal with no share behind it is not posted again.
+	srv.Requests()
+	if _, _, err := c.ShareWithUser(ctx, "Users/alice/istota", "mallory", webdav.PermEdit); !errors.Is(err, webdav.ErrNotFound) {
+		t.Fatalf("unknown user: %v", err)
+	}
+	if n := posts(); n != 1 {
+		t.Fatalf("%d posts for an unknown user, want 1", n)
 	}
 }
 

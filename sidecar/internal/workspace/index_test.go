@@ -250,6 +250,46 @@ func TestEnsureSharedSharesAgain(t *testing.T) {
 	}
 }
 
+// TestProvisionCompletesAHalfMadeShare: Nextcloud stored the bot folder's share and
+// failed before accepting it for the user (403, "database is locked"), so the user
+// would never see it although the bot lists it. Provision posts it again until it is
+// complete; when Nextcloud keeps failing, Provision fails and the next call, in this
+// process or after a restart, completes the share it finds instead of trusting it.
+func TestProvisionCompletesAHalfMadeShare(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, nil)
+	pending := func() bool {
+		shares := e.srv.Shares()
+		if len(shares) != 1 || shares[0].ShareWith != "alice" {
+			t.Fatalf("shares %+v, want alice's one", shares)
+		}
+		return shares[0].Pending
+	}
+
+	e.srv.HalfMakeShares(1)
+	if err := e.ws.Provision(ctx, "alice"); err != nil {
+		t.Fatalf("Provision with one half-made post: %v", err)
+	}
+	if pending() {
+		t.Fatal("Provision succeeded with the share still pending")
+	}
+
+	e.srv.HalfMakeShares(100)
+	if err := e.ws.Provision(ctx, "bob"); err == nil || !strings.Contains(err.Error(), "did not complete it") {
+		t.Fatalf("Provision while every post is half made: %v, want the error", err)
+	}
+	e.ws = e.newWorkspace() // a restart
+	e.srv.HalfMakeShares(0)
+	if err := e.ws.Provision(ctx, "bob"); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range e.srv.Shares() {
+		if s.Pending {
+			t.Fatalf("a share is still pending after Provision: %+v", s)
+		}
+	}
+}
+
 // A user who has files in Nextcloud but whom this database never provisioned (an
 // earlier version's database) is pulled before the task, not treated as new.
 func TestSyncedUserIsPulledEvenIfNotRecordedAsProvisioned(t *testing.T) {

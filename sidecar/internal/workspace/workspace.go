@@ -48,6 +48,7 @@ type Remote interface {
 	MkdirAll(ctx context.Context, name string) error
 	Delete(ctx context.Context, name, ifMatch string) error
 	ShareWithUser(ctx context.Context, name, uid string, permissions int) (webdav.Share, bool, error)
+	CompleteShareWithUser(ctx context.Context, name, uid string, permissions int) (webdav.Share, bool, error)
 	Move(ctx context.Context, from, to string, overwrite bool) error
 	SharedWithMe(ctx context.Context) ([]webdav.IncomingShare, error)
 	// User is the bot account's user id.
@@ -358,7 +359,10 @@ func (w *Workspace) Provision(ctx context.Context, uid string) error {
 			return fmt.Errorf("workspace: provision %s: %w", uid, err)
 		}
 	}
-	share, created, err := w.shareBotDir(ctx, t, uid)
+	// Completed, not just found: a share found here may be one Nextcloud stored but
+	// never accepted for the user (an earlier attempt failed half way), which the
+	// user would never see.
+	share, created, err := w.shareBotDir(ctx, t, uid, true)
 	if err != nil {
 		return fmt.Errorf("workspace: share %s/ with %s: %w", w.opts.BotDir, uid, err)
 	}
@@ -370,16 +374,21 @@ func (w *Workspace) Provision(ctx context.Context, uid string) error {
 }
 
 // shareBotDir makes sure the user's bot folder is shared with them (creating the share
-// when there is none) and notes when it was seen, for EnsureShared.
-func (w *Workspace) shareBotDir(ctx context.Context, t tree, uid string) (webdav.Share, bool, error) {
-	share, created, err := w.remote.ShareWithUser(ctx, t.remote+"/"+w.opts.BotDir, uid, w.opts.SharePermissions)
+// when there is none; completing it too when complete is set, see
+// webdav.CompleteShareWithUser) and notes when it was seen, for EnsureShared.
+func (w *Workspace) shareBotDir(ctx context.Context, t tree, uid string, complete bool) (webdav.Share, bool, error) {
+	share := w.remote.ShareWithUser
+	if complete {
+		share = w.remote.CompleteShareWithUser
+	}
+	s, created, err := share(ctx, t.remote+"/"+w.opts.BotDir, uid, w.opts.SharePermissions)
 	if err != nil {
 		return webdav.Share{}, false, err
 	}
 	w.mu.Lock()
 	w.shareSeen[t.key] = w.opts.Clock()
 	w.mu.Unlock()
-	return share, created, nil
+	return s, created, nil
 }
 
 // shareCheckEvery is how often EnsureShared asks Nextcloud about a user's share.
@@ -406,7 +415,7 @@ func (w *Workspace) EnsureShared(ctx context.Context, uid string) error {
 	if seen && now.Sub(last) < shareCheckEvery && now.Sub(last) >= 0 {
 		return nil
 	}
-	share, created, err := w.shareBotDir(ctx, t, uid)
+	share, created, err := w.shareBotDir(ctx, t, uid, false)
 	if err != nil {
 		return fmt.Errorf("workspace: check the share of %s/ with %s: %w", w.opts.BotDir, uid, err)
 	}

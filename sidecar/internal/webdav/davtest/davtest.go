@@ -33,6 +33,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -68,6 +69,9 @@ type Share struct {
 	ShareType   int
 	ShareWith   string
 	Permissions int
+	// Pending is a share Nextcloud stored but did not accept for the recipient
+	// (oc_share.accepted = 0): the owner lists it, the recipient's files lack it.
+	Pending bool
 }
 
 // IncomingShare is a share another user made with the bot, held by the fake OCS
@@ -99,6 +103,7 @@ type Server struct {
 	requests   []string
 	beforeHook func(r *http.Request)
 	failHook   func(r *http.Request) int
+	halfShares int
 	inject     []string
 }
 
@@ -208,6 +213,15 @@ func (s *Server) AddShare(p, uid string, permissions int) {
 	defer s.mu.Unlock()
 	s.shares = append(s.shares, Share{ID: strconv.Itoa(s.nextID), Path: "/" + strings.Trim(p, "/"), ShareType: 0, ShareWith: uid, Permissions: permissions})
 	s.nextID++
+}
+
+// HalfMakeShares makes the next n share posts fail as Nextcloud's do when a listener
+// between storing the share and accepting it throws (SQLite's "database is locked"):
+// the share is stored, or kept, pending, and the post is answered 403.
+func (s *Server) HalfMakeShares(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.halfShares = n
 }
 
 // RemoveSharesWith deletes every share made with uid, as an admin's removal or the user
@@ -709,17 +723,26 @@ func (s *Server) serveShares(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		p := "/" + strings.Trim(*in.Path, "/")
+		// Nextcloud 31 stores a new user share as pending and accepts it in a listener
+		// of ShareCreatedEvent. An identical share is answered with the existing one,
+		// its permissions untouched, after the same listeners ran again.
 		s.mu.Lock()
-		for _, sh := range s.shares {
-			if sh.Path == p && sh.ShareType == 0 && sh.ShareWith == *in.ShareWith {
-				s.mu.Unlock()
-				writeOCS(w, http.StatusForbidden, "Path is already shared with this user", nil)
-				return
-			}
+		i := slices.IndexFunc(s.shares, func(sh Share) bool {
+			return sh.Path == p && sh.ShareType == 0 && sh.ShareWith == *in.ShareWith
+		})
+		if i < 0 {
+			s.shares = append(s.shares, Share{ID: strconv.Itoa(s.nextID), Path: p, ShareType: 0, ShareWith: *in.ShareWith, Permissions: perms, Pending: true})
+			s.nextID++
+			i = len(s.shares) - 1
 		}
-		sh := Share{ID: strconv.Itoa(s.nextID), Path: p, ShareType: 0, ShareWith: *in.ShareWith, Permissions: perms}
-		s.nextID++
-		s.shares = append(s.shares, sh)
+		if s.halfShares > 0 {
+			s.halfShares--
+			s.mu.Unlock()
+			writeOCS(w, http.StatusForbidden, "An exception occurred while executing a query: SQLSTATE[HY000]: General error: 5 database is locked", nil)
+			return
+		}
+		s.shares[i].Pending = false
+		sh := s.shares[i]
 		s.mu.Unlock()
 		writeOCS(w, http.StatusOK, "", s.formatShare(sh))
 	default:
