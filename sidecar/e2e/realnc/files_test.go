@@ -122,7 +122,7 @@ func testShareComesBack(t *testing.T, e *env, user string) {
 	if id == "" {
 		t.Fatalf("no istota share among %s's", user)
 	}
-	if r := nc.ocs(t, user, "DELETE", "/ocs/v2.php/apps/files_sharing/api/v1/shares/"+id, nil); r.Status != 200 {
+	if r := nc.ocs(t, user, "DELETE", sharesAPI+"/"+id, nil); r.Status != 200 {
 		t.Fatalf("%s leaves the share: %d %s", user, r.Status, r.Raw)
 	}
 	if slices.Contains(nc.list(t, user, ""), "istota") {
@@ -153,7 +153,7 @@ func testHalfMadeShare(t *testing.T, e *env, user string) {
 			t.Fatalf("MKCOL %s as the bot: %d %s", d, st, raw)
 		}
 	}
-	r := nc.ocs(t, bot.BotUser, "POST", "/ocs/v2.php/apps/files_sharing/api/v1/shares",
+	r := nc.ocs(t, bot.BotUser, "POST", sharesAPI,
 		map[string]any{"path": "/Users/" + user + "/istota", "shareType": 0, "shareWith": user, "permissions": 15})
 	var share struct {
 		ID string `json:"id"`

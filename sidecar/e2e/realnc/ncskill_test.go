@@ -89,7 +89,7 @@ type ocsShare struct {
 
 func (nc *nextcloud) shares(t *testing.T, user, query string) []ocsShare {
 	t.Helper()
-	r := nc.ocs(t, user, "GET", "/ocs/v2.php/apps/files_sharing/api/v1/shares?"+query, nil)
+	r := nc.ocs(t, user, "GET", sharesAPI+"?"+query, nil)
 	if r.Status != 200 {
 		t.Fatalf("shares of %s (%s): %d %s", user, query, r.Status, r.Raw)
 	}
@@ -109,7 +109,7 @@ func testNextcloudSkill(t *testing.T, e *env) {
 	nc.putFile(t, "alice", "Reports/q3-[ncs].txt", []byte("Q3 figures for bob [ncs-file]\n"))
 	nc.putFile(t, "bob", "BobStuff/secret.txt", []byte("bob's secret [ncs-bob]\n"))
 	nc.putFile(t, "bob", "ForAlice/plan.txt", []byte("bob's plan\n"))
-	if r := nc.ocs(t, "bob", "POST", "/ocs/v2.php/apps/files_sharing/api/v1/shares",
+	if r := nc.ocs(t, "bob", "POST", sharesAPI,
 		map[string]any{"path": "/ForAlice", "shareType": 0, "shareWith": "alice", "permissions": 31}); r.Status != 200 {
 		t.Fatalf("bob shares ForAlice with alice: %d %s", r.Status, r.Raw)
 	}

@@ -192,7 +192,7 @@ func botReacted(r map[string][]string, emoji string) bool {
 // "share from Files" does.
 func (nc *nextcloud) shareIntoRoom(t testing.TB, user, path, token string) {
 	t.Helper()
-	r := nc.ocs(t, user, "POST", "/ocs/v2.php/apps/files_sharing/api/v1/shares", map[string]any{"path": path, "shareType": 10, "shareWith": token})
+	r := nc.ocs(t, user, "POST", sharesAPI, map[string]any{"path": path, "shareType": 10, "shareWith": token})
 	if r.Status != 200 {
 		t.Fatalf("share %s into %s as %s: %d %s", path, token, user, r.Status, r.Raw)
 	}
