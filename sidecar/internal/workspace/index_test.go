@@ -259,19 +259,21 @@ func TestProvisionCompletesAHalfMadeShare(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t, nil)
 	pending := func() bool {
-		shares := e.srv.Shares()
-		if len(shares) != 1 || shares[0].ShareWith != "alice" {
-			t.Fatalf("shares %+v, want alice's one", shares)
+		for _, s := range e.srv.Shares() {
+			if s.ShareWith == "alice" {
+				return s.Pending
+			}
 		}
-		return shares[0].Pending
+		t.Fatalf("no share with alice: %+v", e.srv.Shares())
+		return false
 	}
 
 	e.srv.HalfMakeShares(1)
 	if err := e.ws.Provision(ctx, "alice"); err != nil {
 		t.Fatalf("Provision with one half-made post: %v", err)
 	}
-	if pending() {
-		t.Fatal("Provision succeeded with the share still pending")
+	if pending() || len(e.srv.Shares()) != 1 {
+		t.Fatalf("Provision succeeded with the share still pending, or not one share: %+v", e.srv.Shares())
 	}
 
 	e.srv.HalfMakeShares(100)
@@ -287,6 +289,28 @@ func TestProvisionCompletesAHalfMadeShare(t *testing.T) {
 		if s.Pending {
 			t.Fatalf("a share is still pending after Provision: %+v", s)
 		}
+	}
+
+	// A user provisioned by an earlier version (layout 1), which trusted a share it
+	// found: after the upgrade her share is completed once, and only once.
+	if _, err := e.db.Write.Exec(`UPDATE workspace_provisioned SET layout = 1 WHERE tree = 'alice'`); err != nil {
+		t.Fatal(err)
+	}
+	e.srv.LeaveSharePending("alice")
+	e.ws = e.newWorkspace()
+	if err := e.ws.Provision(ctx, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if pending() {
+		t.Fatal("the share of a user provisioned by layout 1 is still pending")
+	}
+	e.ws = e.newWorkspace()
+	e.srv.Requests()
+	if err := e.ws.Provision(ctx, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if reqs := e.srv.Requests(); len(reqs) != 0 {
+		t.Fatalf("provisioned again after the upgrade's once: %v", reqs)
 	}
 }
 

@@ -454,8 +454,10 @@ func (w *Workspace) ProvisionChannel(ctx context.Context, token string) error {
 }
 
 // provisionLayout versions what Provision makes; raising it provisions every tree
-// again once (new folders or seed files).
-const provisionLayout = 1
+// again once (new folders or seed files). 2: the bot folder's share is completed, not
+// just found (webdav.CompleteShareWithUser), so a share that Nextcloud left pending for
+// a user provisioned before is accepted once.
+const provisionLayout = 2
 
 // isProvisioned reports whether the tree was provisioned, by this process or (as the
 // database remembers) an earlier one, so a restart does not provision every user again.

@@ -215,6 +215,18 @@ func (s *Server) AddShare(p, uid string, permissions int) {
 	s.nextID++
 }
 
+// LeaveSharePending sets uid's shares back to pending, as a half-made share was left
+// before the sidecar knew to complete it.
+func (s *Server) LeaveSharePending(uid string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := range s.shares {
+		if s.shares[i].ShareWith == uid {
+			s.shares[i].Pending = true
+		}
+	}
+}
+
 // HalfMakeShares makes the next n share posts fail as Nextcloud's do when a listener
 // between storing the share and accepting it throws (SQLite's "database is locked"):
 // the share is stored, or kept, pending, and the post is answered 403.
