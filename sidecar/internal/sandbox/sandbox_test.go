@@ -319,14 +319,7 @@ func TestEnvironmentHoldsNoSecret(t *testing.T) {
 		spec.Argv = []string{"/usr/bin/env"}
 		res := run(t, r, spec)
 		mustSucceed(t, res)
-		var keys []string
-		env := map[string]string{}
-		for _, l := range strings.Split(strings.TrimSpace(res.stdout), "\n") {
-			k, v, _ := strings.Cut(l, "=")
-			keys = append(keys, k)
-			env[k] = v
-		}
-		slices.Sort(keys)
+		keys, env := parseEnv(res.stdout)
 		want := []string{"ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC",
 			"DISABLE_TELEMETRY", "HOME", "ISTOTA_TASK_KIND", "LANG", "LC_ALL", "PATH", "PWD", "TERM", "TZ"}
 		if !slices.Equal(keys, want) {
@@ -1123,4 +1116,17 @@ func TestDataPipe(t *testing.T) {
 			}
 		})
 	}
+}
+
+// parseEnv reads env's output: the variables' names, sorted, and their values.
+func parseEnv(out string) ([]string, map[string]string) {
+	var keys []string
+	env := map[string]string{}
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		k, v, _ := strings.Cut(l, "=")
+		keys = append(keys, k)
+		env[k] = v
+	}
+	slices.Sort(keys)
+	return keys, env
 }

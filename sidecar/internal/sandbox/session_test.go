@@ -98,14 +98,7 @@ func TestSessionRunsCommandsLikeSingleRuns(t *testing.T) {
 	t.Run("the environment of a single run, plus the command's", func(t *testing.T) {
 		res := inSession(t, s, "", map[string]string{"EXTRA": "1"}, "/usr/bin/env")
 		mustSucceed(t, res)
-		env := map[string]string{}
-		var keys []string
-		for _, l := range strings.Split(strings.TrimSpace(res.stdout), "\n") {
-			k, v, _ := strings.Cut(l, "=")
-			keys = append(keys, k)
-			env[k] = v
-		}
-		slices.Sort(keys)
+		keys, env := parseEnv(res.stdout)
 		want := []string{"ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC",
 			"DISABLE_TELEMETRY", "EXTRA", "HOME", "ISTOTA_TASK_KIND", "LANG", "LC_ALL", "PATH", "PWD", "TERM", "TZ"}
 		if !slices.Equal(keys, want) {
