@@ -318,15 +318,20 @@ func (nc *nextcloud) getFile(t testing.TB, user, path string) ([]byte, bool) {
 	return nil, false
 }
 
+// database opens Nextcloud's own SQLite database with the given URI parameters.
+func (nc *nextcloud) database(params string) (*sql.DB, error) {
+	dbs, _ := filepath.Glob(filepath.Join(nc.root, "data", "*.db"))
+	if len(dbs) != 1 {
+		return nil, fmt.Errorf("no single database in %s: %q", filepath.Join(nc.root, "data"), dbs)
+	}
+	return sql.Open("sqlite3", "file:"+dbs[0]+"?"+params)
+}
+
 // setShareAccepted sets a share's oc_share.accepted in Nextcloud's database: 0 leaves
 // it as Nextcloud does when a step between storing and accepting it fails.
 func (nc *nextcloud) setShareAccepted(t testing.TB, id string, accepted int) {
 	t.Helper()
-	dbs, _ := filepath.Glob(filepath.Join(nc.root, "data", "*.db"))
-	if len(dbs) != 1 {
-		t.Fatalf("no single database in %s: %q", filepath.Join(nc.root, "data"), dbs)
-	}
-	db, err := sql.Open("sqlite3", "file:"+dbs[0]+"?_busy_timeout=10000")
+	db, err := nc.database("_busy_timeout=10000")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -344,11 +349,7 @@ func (nc *nextcloud) setShareAccepted(t testing.TB, id string, accepted int) {
 // the OCS API hides (pending or refused by the user) included: for the message of a test
 // that finds a share missing.
 func (nc *nextcloud) shareRows(user string) string {
-	dbs, _ := filepath.Glob(filepath.Join(nc.root, "data", "*.db"))
-	if len(dbs) != 1 {
-		return fmt.Sprintf("(no single database in %s: %q)", filepath.Join(nc.root, "data"), dbs)
-	}
-	db, err := sql.Open("sqlite3", "file:"+dbs[0]+"?mode=ro&_busy_timeout=5000")
+	db, err := nc.database("mode=ro&_busy_timeout=5000")
 	if err != nil {
 		return "(" + err.Error() + ")"
 	}
