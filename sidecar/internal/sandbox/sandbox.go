@@ -55,9 +55,11 @@ const (
 	// SelfBinary is where Config.SelfPath appears. It is on PATH so skills can call
 	// "istota skill …" from inside, and runs as the sandbox's pid 1 when there is no
 	// Config.InitPath.
-	SelfBinary = "/opt/istota/bin/istota"
+	SelfBinary = istotaBinDir + "/istota"
 	// InitBinary is where Config.InitPath appears; it runs as the sandbox's pid 1.
-	InitBinary = "/opt/istota/bin/" + InitFile
+	InitBinary = istotaBinDir + "/" + InitFile
+	// istotaBinDir holds SelfBinary and InitBinary; it is on PATH.
+	istotaBinDir = "/opt/istota/bin"
 	// InitFile is the name of the dedicated init binary (cmd/istota-init, in C). It
 	// ships beside the istota binary, and the sidecar looks for it there.
 	InitFile = "istota-init"

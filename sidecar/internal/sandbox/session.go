@@ -229,7 +229,7 @@ func (s *Session) killedByContext() bool {
 }
 
 // sandboxPath is PATH inside every sandbox.
-const sandboxPath = AgentBinDir + ":/opt/istota/bin:/usr/local/bin:/usr/bin:/bin"
+const sandboxPath = AgentBinDir + ":" + istotaBinDir + ":/usr/local/bin:/usr/bin:/bin"
 
 // encodeRequest is a command as istota-init --session reads it:
 // "<argc>\0<envc>\0<cwd>\0<argv>...\0<env>...\0".
