@@ -203,6 +203,25 @@ static void msg_end(struct msg *m)
 	msg_write(m);
 }
 
+/* say_errno writes one message, "istota-init: <what>: <errno's text>", with what
+ * formatted like printf; errno is read first, before anything can change it. */
+static void say_errno(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void say_errno(const char *fmt, ...)
+{
+	int e = errno;
+	char what[MSG_MAX];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(what, sizeof(what), fmt, ap);
+	va_end(ap);
+	struct msg m;
+	msg_start(&m);
+	msg_str(&m, what);
+	msg_str(&m, ": ");
+	msg_errno(&m, e);
+	msg_end(&m);
+}
+
 /* ---- arguments, as Go's flag package parses sandboxinit's flag set --------------------- */
 
 struct forward {
@@ -828,11 +847,7 @@ static bool listener_accept(struct listener *l)
 				/* Out of descriptors or memory: the waiting connections stay queued
 				 * while the listener rests and open ones end. */
 				if (!l->accept_reported) {
-					struct msg m;
-					msg_start(&m);
-					msg_fmt(&m, "forward %d: accept: ", l->port);
-					msg_errno(&m, errno);
-					msg_end(&m);
+					say_errno("forward %d: accept", l->port);
 					l->accept_reported = true;
 				}
 				return false;
@@ -1082,11 +1097,7 @@ static bool read_request(int fd, struct request *rq)
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0) {
-			struct msg m;
-			msg_start(&m);
-			msg_str(&m, "read the command: ");
-			msg_errno(&m, errno);
-			msg_end(&m);
+			say_errno("read the command");
 			free(buf);
 			return false;
 		}
@@ -1185,11 +1196,7 @@ static void session_start(const int *fds, const struct options *o, const sigset_
 		msg_end(&m);
 	} else if (read_request(fds[1], &rq)) {
 		if (chdir(rq.cwd) != 0) {
-			struct msg m;
-			msg_start(&m);
-			msg_fmt(&m, "chdir %s: ", rq.cwd);
-			msg_errno(&m, errno);
-			msg_end(&m);
+			say_errno("chdir %s", rq.cwd);
 		} else {
 			char *prog = look_path(rq.argv[0], env_path(rq.env));
 			if (!prog)
@@ -1357,10 +1364,7 @@ static int run_attach(void)
 	}
 	int sv[2];
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
-		msg_start(&m);
-		msg_str(&m, "attach: socketpair: ");
-		msg_errno(&m, errno);
-		msg_end(&m);
+		say_errno("attach: socketpair");
 		return 126;
 	}
 	sigset_t sigs;
@@ -1390,10 +1394,7 @@ static int run_attach(void)
 	while ((n = sendmsg(3, &mh, MSG_NOSIGNAL)) < 0 && errno == EINTR)
 		;
 	if (n < 0) {
-		msg_start(&m);
-		msg_str(&m, "the task's sandbox has ended: ");
-		msg_errno(&m, errno);
-		msg_end(&m);
+		say_errno("the task's sandbox has ended");
 		return 126;
 	}
 	/* Only the channel is left: the session socket must not outlive the session. */
@@ -1454,11 +1455,7 @@ int main(int argc, char **argv)
 
 	epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (epfd < 0) {
-		struct msg m;
-		msg_start(&m);
-		msg_str(&m, "epoll: ");
-		msg_errno(&m, errno);
-		msg_end(&m);
+		say_errno("epoll");
 		return 126;
 	}
 	struct listener *listeners = calloc(o.nforwards + 1, sizeof(*listeners));
@@ -1502,11 +1499,7 @@ int main(int argc, char **argv)
 	sigprocmask(SIG_BLOCK, &sigs, &old);
 	int sfd = signalfd(-1, &sigs, SFD_NONBLOCK | SFD_CLOEXEC);
 	if (sfd < 0) {
-		struct msg m;
-		msg_start(&m);
-		msg_str(&m, "signalfd: ");
-		msg_errno(&m, errno);
-		msg_end(&m);
+		say_errno("signalfd");
 		return 126;
 	}
 	struct watch sig_w = {K_SIGNALS, NULL};
@@ -1518,11 +1511,7 @@ int main(int argc, char **argv)
 	if (session) {
 		struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &session_w};
 		if (epoll_ctl(epfd, EPOLL_CTL_ADD, o.session_fd, &ev) != 0) {
-			struct msg m;
-			msg_start(&m);
-			msg_fmt(&m, "session %d: ", o.session_fd);
-			msg_errno(&m, errno);
-			msg_end(&m);
+			say_errno("session %d", o.session_fd);
 			return 126;
 		}
 	} else {
@@ -1557,11 +1546,7 @@ int main(int argc, char **argv)
 		int n = epoll_wait(epfd, evs, 64, timeout);
 		if (n < 0 && errno != EINTR) {
 			/* Cannot happen with a valid epoll descriptor; pid 1 must not spin. */
-			struct msg m;
-			msg_start(&m);
-			msg_str(&m, "epoll: ");
-			msg_errno(&m, errno);
-			msg_end(&m);
+			say_errno("epoll");
 			return 126;
 		}
 		for (int i = 0; i < n; i++) {
@@ -1592,11 +1577,7 @@ int main(int argc, char **argv)
 					if (got < 0 && errno == EINTR)
 						continue;
 					if (got < 0) {
-						struct msg m;
-						msg_start(&m);
-						msg_str(&m, "wait: ");
-						msg_errno(&m, errno);
-						msg_end(&m);
+						say_errno("wait");
 						return 126;
 					}
 					if (got == 0)
